@@ -1,0 +1,405 @@
+// outbox/store.h: the outbox table in an application's own SQLite file.
+//
+// Two ways in:
+//  - Producer: enqueue on the application's connection, inside the
+//    application's open transaction. One Producer per connection; it caches
+//    prepared statements, so keep it as long as the connection.
+//  - Store: the agent's and the admin tool's own connection. Every state
+//    transition of DESIGN.md is one guarded statement here; several may share
+//    one write transaction (group commit).
+//
+// Neither class is thread-safe: like an SQLite connection, each belongs to one
+// thread at a time. Open one per thread.
+//
+// Times are milliseconds since the Unix epoch, always passed in by the caller
+// so that a test can inject its clock.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+struct sqlite3;
+namespace SQLite {
+class Database;
+}
+
+namespace outbox::store {
+
+// Bump with every migration in store/src/schema.cc.
+inline constexpr int kSchemaVersion = 1;
+// Keys longer than this are rejected (they end up in HTTP headers and logs).
+inline constexpr std::size_t kMaxKeyBytes = 255;
+
+enum class Status : int { kPending = 0, kDelivered = 1, kDead = 2, kInFlight = 3 };
+
+// "pending", "delivered", "dead", "in_flight".
+std::string_view StatusName(Status status);
+// Inverse of StatusName; nullopt for anything else.
+std::optional<Status> ParseStatus(std::string_view name);
+
+// ---------------------------------------------------------------------------
+// Errors. Bad input throws std::invalid_argument naming the field; everything
+// the environment does wrong (disk full, corrupt file, locked too long) throws
+// StoreError carrying SQLite's extended result code.
+
+class StoreError : public std::runtime_error {
+ public:
+  StoreError(const std::string& what, int sqlite_code)
+      : std::runtime_error(what), sqlite_code_(sqlite_code) {}
+  // SQLite extended result code (SQLITE_FULL, SQLITE_BUSY, ...); 0 if none.
+  int sqlite_code() const noexcept { return sqlite_code_; }
+
+ private:
+  int sqlite_code_;
+};
+
+// The file is missing, is not an SQLite database, has no outbox schema where
+// one is required, or has a schema newer than this build. The file is left
+// untouched.
+class NotAnOutboxError : public StoreError {
+ public:
+  using StoreError::StoreError;
+};
+
+// (topic, msg_key) already exists and the caller did not ask for idempotent
+// enqueue.
+class DuplicateError : public StoreError {
+ public:
+  using StoreError::StoreError;
+};
+
+// A configured limit (max_pending, max_db_bytes) refuses the insert. The
+// caller's transaction is intact; only the INSERT was undone.
+class CapacityError : public StoreError {
+ public:
+  using StoreError::StoreError;
+};
+
+// ---------------------------------------------------------------------------
+// Retry policy maths: pure functions, no I/O.
+
+enum class Backoff { kFixed, kExponential };
+std::string_view BackoffName(Backoff backoff);  // "fixed" / "exponential"
+std::optional<Backoff> ParseBackoff(std::string_view name);
+
+struct RetryPolicy {
+  Backoff backoff = Backoff::kExponential;
+  // Delay after the first failure, ms. EXPONENTIAL doubles it per failure.
+  std::int64_t first_interval_ms = 1000;
+  // Cap on any single delay, ms (24 h).
+  std::int64_t max_interval_ms = 86'400'000;
+  // Failed attempts after which the row is dead. >= 1.
+  int max_attempts = 8;
+  // Delay is multiplied by (1 ± jitter·U), U uniform in [0, 1). In [0, 1].
+  double jitter = 0.2;
+  // Age budget, ms since created_at; 0 = off.
+  std::int64_t max_age_ms = 0;
+};
+
+// Throws std::invalid_argument naming the field if the policy is unusable.
+void Validate(const RetryPolicy& policy);
+
+// Per-row overrides of the topic's policy; nullopt means "topic default"
+// (a NULL column).
+struct RetryOverride {
+  std::optional<int> max_attempts;
+  std::optional<Backoff> backoff;
+  std::optional<std::int64_t> first_interval_ms;
+};
+
+RetryPolicy EffectivePolicy(const RetryPolicy& topic_default,
+                            const RetryOverride& row);
+
+// Delay before the next attempt after `failures` failed attempts (>= 1):
+// FIXED: first; EXPONENTIAL: first × 2^(failures−1); capped at
+// max_interval_ms, then jittered by (1 + jitter·(2·unit_random − 1)) and
+// capped again. `unit_random` is in [0, 1).
+std::int64_t RetryDelayMs(const RetryPolicy& policy, int failures,
+                          double unit_random);
+
+// True once `failures` has reached the policy's max_attempts.
+bool AttemptsExhausted(const RetryPolicy& policy, int failures);
+
+// True if the age budget is on and `created_at_ms` is older than it.
+bool AgeExhausted(const RetryPolicy& policy, std::int64_t created_at_ms,
+                  std::int64_t now_ms);
+
+// A row is due when next_attempt_at has passed, or when it lies further ahead
+// than any delay the policy could have produced (the wall clock jumped back).
+bool IsDue(std::int64_t next_attempt_at_ms, std::int64_t now_ms,
+           std::int64_t max_interval_ms);
+
+// ---------------------------------------------------------------------------
+// Enqueue on the application's connection.
+
+struct NewMessage {
+  std::string topic;    // non-empty; routes to an endpoint
+  std::string key;      // msg_key: non-empty, <= kMaxKeyBytes, unique per topic
+  std::string payload;  // bytes, sent as the HTTP body
+  // Optional JSON object of string values (extra HTTP headers); "" = none.
+  std::string headers_json;
+  RetryOverride retry;  // per-row policy; empty = the topic's defaults
+};
+
+struct EnqueueOptions {
+  // Open and commit a transaction of its own when the connection has none.
+  // Without it, enqueue outside a transaction is refused.
+  bool standalone = false;
+  // On a duplicate (topic, key), return the existing row's id instead of
+  // throwing DuplicateError.
+  bool idempotent = false;
+};
+
+struct EnqueueResult {
+  std::int64_t id = 0;
+  bool inserted = false;  // false: an existing row (idempotent enqueue)
+};
+
+class Producer {
+ public:
+  // The connection must outlive the Producer. The outbox schema must exist
+  // (see Store with Options::create, or `outboxctl init`); otherwise throws
+  // NotAnOutboxError.
+  explicit Producer(sqlite3* connection);
+  explicit Producer(SQLite::Database& connection);
+  ~Producer();
+  Producer(const Producer&) = delete;
+  Producer& operator=(const Producer&) = delete;
+
+  // Writes one pending row due now, inside the connection's open transaction.
+  // Throws std::invalid_argument (bad field, payload over the limit, or no
+  // open transaction without `standalone`), DuplicateError, CapacityError or
+  // StoreError. On any throw nothing was written and the caller's transaction
+  // is still open and usable.
+  EnqueueResult Enqueue(const NewMessage& message,
+                        const EnqueueOptions& options = {});
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+// Checks the fields that need no database: topic, key and the per-row policy.
+// Throws std::invalid_argument naming the field.
+void ValidateMessage(const NewMessage& message);
+
+// ---------------------------------------------------------------------------
+// The agent's / admin tool's connection.
+
+enum class Synchronous { kOff, kNormal, kFull };
+
+struct Options {
+  std::string path;  // database file; never created unless `create`
+  // Create the file if missing and install or migrate the outbox schema
+  // (`outboxctl init`). Otherwise the file must already hold the schema; an
+  // older schema is migrated forward unless `read_only`.
+  bool create = false;
+  bool read_only = false;
+  // How long a statement waits for another connection's write lock, ms.
+  int busy_timeout_ms = 5000;
+  // PRAGMA synchronous on this connection. NORMAL is safe for the agent's
+  // connections in WAL mode: a power cut can only cause a resend.
+  Synchronous synchronous = Synchronous::kNormal;
+  // Page cache of this connection, KiB.
+  int cache_kib = 2048;
+};
+
+// Limits stored in the database, enforced by triggers on every INSERT into
+// outbox (also by other applications' plain SQL). 0 = no limit.
+struct Limits {
+  std::int64_t max_payload_bytes = 1'048'576;
+  // Rows not yet delivered (pending + in flight + dead).
+  std::int64_t max_pending = 1'000'000;
+  // Bytes of used pages in the database file.
+  std::int64_t max_db_bytes = 0;
+};
+
+// A row's identity while it is leased: transitions from in-flight apply only
+// while `token` still matches (fencing against late or duplicate writers).
+struct Lease {
+  std::int64_t id = 0;
+  std::int64_t token = 0;
+};
+
+struct Claimed {
+  Lease lease;
+  std::string topic;
+};
+
+struct Row {
+  std::int64_t id = 0;
+  std::string topic;
+  std::string key;
+  std::string payload;
+  std::optional<std::string> headers_json;
+  Status status = Status::kPending;
+  int attempts = 0;
+  RetryOverride retry;
+  std::int64_t next_attempt_at = 0;
+  std::optional<std::string> lease_owner;
+  std::int64_t lease_token = 0;
+  std::optional<std::int64_t> lease_expires_at;
+  std::optional<std::string> last_error;
+  std::int64_t created_at = 0;
+  std::int64_t updated_at = 0;
+  // When the previous attempt started; nullopt before the first one.
+  std::optional<std::int64_t> last_attempt_at;
+  // Crashes of the agent while this row was alone in flight.
+  int crashes = 0;
+  // Taken back from a dead agent; resend alone.
+  bool quarantined = false;
+  // Times an operator reset it from dead.
+  int operator_retries = 0;
+};
+
+// Rows of one topic in one status.
+struct TopicStatusCount {
+  std::string topic;
+  Status status = Status::kPending;
+  std::int64_t count = 0;
+  // Oldest created_at among them.
+  std::int64_t oldest_created_at = 0;
+};
+
+struct Stats {
+  std::vector<TopicStatusCount> counts;  // ordered by topic, status
+  std::int64_t undelivered = 0;          // the counter max_pending checks
+  std::int64_t db_bytes = 0;             // used pages × page size
+  std::int64_t wal_bytes = 0;            // size of the -wal file, 0 if none
+  Limits limits;
+};
+
+struct ListFilter {
+  std::optional<Status> status;
+  std::optional<std::string> topic;
+  int limit = 100;
+  std::int64_t after_id = 0;  // for paging: rows with id > after_id
+};
+
+// Selects dead rows for operator retry or purge. Exactly one of the three.
+struct DeadSelector {
+  std::optional<std::int64_t> id;
+  std::optional<std::string> topic;
+  bool all = false;
+};
+
+class Store {
+ public:
+  // Opens (and with `create`, initialises) the database. Throws
+  // NotAnOutboxError for a missing file, a file that is not SQLite, a file
+  // without the schema (unless `create`), or a newer schema; StoreError for
+  // anything else. A refused file is left byte-identical.
+  explicit Store(const Options& options);
+  ~Store();
+  Store(const Store&) = delete;
+  Store& operator=(const Store&) = delete;
+
+  // Identity written once by the first init: hex, 32 chars. Feeds message ids.
+  const std::string& database_id() const;
+  const std::string& path() const;
+
+  // The underlying connection, for tests and for code that runs its own SQL.
+  SQLite::Database& connection();
+
+  // A write transaction (BEGIN IMMEDIATE). Rolls back in the destructor
+  // unless committed. Transitions called while it is open join it; called
+  // without one, each transition runs in its own.
+  class WriteTransaction {
+   public:
+    explicit WriteTransaction(Store& store);
+    ~WriteTransaction();
+    WriteTransaction(const WriteTransaction&) = delete;
+    WriteTransaction& operator=(const WriteTransaction&) = delete;
+    void Commit();
+
+   private:
+    Store& store_;
+    bool open_ = true;
+  };
+
+  // --- transitions: each returns how many rows it changed -----------------
+
+  // pending → in flight for one row, if it is still pending (eager path).
+  // Returns the lease, or nullopt if the row is gone or no longer pending.
+  std::optional<Claimed> ClaimById(std::int64_t id, std::string_view owner,
+                                   std::int64_t lease_expires_at,
+                                   std::int64_t now);
+
+  // Claims up to `limit` due rows of one topic, oldest next_attempt_at first
+  // (ties by id). Rows whose next_attempt_at lies more than
+  // `max_interval_ms` ahead count as due (the clock jumped back). With
+  // `quarantined_only`, claims only rows taken back from a dead agent.
+  std::vector<Claimed> ClaimDue(std::string_view topic, std::string_view owner,
+                                std::int64_t lease_expires_at,
+                                std::int64_t now, int limit,
+                                std::int64_t max_interval_ms,
+                                bool quarantined_only = false);
+
+  // in flight → delivered.
+  bool Complete(const Lease& lease, std::int64_t now);
+  // in flight → pending, due at `next_attempt_at`; attempts + 1 when
+  // `count_attempt`. Records `error` as last_error.
+  bool Reschedule(const Lease& lease, bool count_attempt,
+                  std::int64_t next_attempt_at, std::string_view error,
+                  std::int64_t now);
+  // in flight → dead with `error` (permanent failure or budget exhausted);
+  // attempts + 1 when `count_attempt`.
+  bool MarkDead(const Lease& lease, bool count_attempt, std::string_view error,
+                std::int64_t now);
+  // in flight → pending at once, no attempt counted (pool full, clean stop).
+  bool Revert(const Lease& lease, std::int64_t now);
+
+  // in flight rows whose lease expired → pending, due now. Up to `limit`.
+  int RecycleExpired(std::int64_t now, int limit);
+  // Every row leased by `owner` (a process known to be dead) → pending and
+  // quarantined. A row that was alone in flight gets a crash counted; at
+  // `crash_budget` crashes it goes dead instead.
+  int TakeBackOwner(std::string_view owner, int crash_budget,
+                    std::int64_t now);
+  // Distinct lease owners of in-flight rows.
+  std::vector<std::string> LeaseOwners();
+
+  // Operator: dead → pending with a fresh budget (attempts 0, due now), the
+  // reset recorded in the row and in the audit table. Returns how many.
+  int RetryDead(const DeadSelector& selector, std::string_view actor,
+                std::int64_t now);
+  // Deletes up to `batch` delivered rows with updated_at < cutoff. Call
+  // repeatedly until it returns less than `batch`; each call is one short
+  // write transaction.
+  int PurgeDelivered(std::int64_t cutoff, int batch);
+  // Rows that PurgeDelivered(cutoff, batch) would delete, for archiving
+  // before deletion.
+  std::vector<Row> PeekDelivered(std::int64_t cutoff, int batch);
+  // Deletes up to `batch` dead rows chosen by `selector`.
+  int PurgeDead(const DeadSelector& selector, int batch);
+
+  // --- reads ---------------------------------------------------------------
+
+  std::optional<Row> Get(std::int64_t id);
+  // The row only while `lease` still holds it (what a worker sends).
+  std::optional<Row> GetLeased(const Lease& lease);
+  std::vector<Row> List(const ListFilter& filter);
+  Stats GetStats();
+  // Topics with at least one pending row (an index seek per topic).
+  std::vector<std::string> PendingTopics();
+  // Rows pending and quarantined.
+  std::int64_t QuarantinedCount();
+  // PRAGMA data_version: changes when another connection commits.
+  std::int64_t DataVersion();
+
+  Limits GetLimits();
+  // Throws std::invalid_argument for a negative limit.
+  void SetLimits(const Limits& limits);
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace outbox::store
