@@ -355,8 +355,9 @@ class Store {
   // in flight → pending at once, no attempt counted (pool full, clean stop).
   bool Revert(const Lease& lease, std::int64_t now);
 
-  // in flight rows whose lease expired → pending, due now. Up to `limit`.
-  int RecycleExpired(std::int64_t now, int limit);
+  // In-flight rows whose lease expired → pending, due now; also leases
+  // further ahead than `max_lease_ms` (the clock jumped back). Up to `limit`.
+  int RecycleExpired(std::int64_t now, std::int64_t max_lease_ms, int limit);
   // Every row leased by `owner` (a process known to be dead) → pending and
   // quarantined. A row that was alone in flight gets a crash counted; at
   // `crash_budget` crashes it goes dead instead.

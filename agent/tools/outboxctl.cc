@@ -1,0 +1,451 @@
+// outboxctl: inspect and repair an outbox database. Links only the store, so
+// it is safe to run beside a live outboxd (short transactions, busy timeout).
+//
+// Exit status: 0 success, 1 the database or the environment failed,
+// 2 bad flags or bad input. Errors are one line on stderr.
+#include <rapidjson/stringbuffer.h>
+#include <rapidjson/writer.h>
+#include <unistd.h>
+
+#include <CLI/CLI.hpp>
+#include <cereal/external/base64.hpp>
+#include <chrono>
+#include <cstdio>
+#include <ctime>
+#include <fstream>
+#include <iostream>
+#include <iterator>
+#include <sstream>
+
+#include "outbox/store.h"
+
+namespace {
+
+using outbox::store::Row;
+using outbox::store::Status;
+using outbox::store::Store;
+
+constexpr int kExitFailure = 1;
+constexpr int kExitUsage = 2;
+constexpr int kPurgeBatch = 500;
+
+std::int64_t NowMs() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+std::string FormatTime(std::int64_t ms) {
+  const std::time_t seconds = static_cast<std::time_t>(ms / 1000);
+  std::tm utc{};
+  gmtime_r(&seconds, &utc);
+  char text[32];
+  std::strftime(text, sizeof text, "%Y-%m-%dT%H:%M:%S", &utc);
+  char full[40];
+  std::snprintf(full, sizeof full, "%s.%03lldZ", text, static_cast<long long>(ms % 1000));
+  return full;
+}
+
+// Payloads and errors may hold anything; keep table cells on one line.
+std::string OneLine(std::string_view text, std::size_t max) {
+  std::string out;
+  for (char c : text) {
+    if (out.size() >= max) {
+      out += "…";
+      break;
+    }
+    const auto byte = static_cast<unsigned char>(c);
+    out += (byte < 0x20 || byte == 0x7f) ? ' ' : c;
+  }
+  return out;
+}
+
+using JsonWriter = rapidjson::Writer<rapidjson::StringBuffer>;
+
+bool IsUtf8(std::string_view text) {
+  rapidjson::StringBuffer scratch;
+  rapidjson::Writer<rapidjson::StringBuffer, rapidjson::UTF8<>, rapidjson::UTF8<>,
+                    rapidjson::CrtAllocator, rapidjson::kWriteValidateEncodingFlag>
+      validator(scratch);
+  return validator.String(text.data(), static_cast<rapidjson::SizeType>(text.size()));
+}
+
+void WriteString(JsonWriter& json, std::string_view text) {
+  json.String(text.data(), static_cast<rapidjson::SizeType>(text.size()));
+}
+
+void WriteRow(JsonWriter& json, const Row& row, bool with_payload) {
+  json.StartObject();
+  json.Key("id");
+  json.Int64(row.id);
+  json.Key("topic");
+  WriteString(json, row.topic);
+  json.Key("msg_key");
+  WriteString(json, row.key);
+  json.Key("status");
+  WriteString(json, outbox::store::StatusName(row.status));
+  json.Key("attempts");
+  json.Int(row.attempts);
+  json.Key("next_attempt_at");
+  json.Int64(row.next_attempt_at);
+  json.Key("created_at");
+  json.Int64(row.created_at);
+  json.Key("updated_at");
+  json.Int64(row.updated_at);
+  json.Key("lease_owner");
+  row.lease_owner ? WriteString(json, *row.lease_owner) : (void)json.Null();
+  json.Key("last_error");
+  row.last_error ? WriteString(json, *row.last_error) : (void)json.Null();
+  json.Key("crashes");
+  json.Int(row.crashes);
+  json.Key("operator_retries");
+  json.Int(row.operator_retries);
+  json.Key("payload_bytes");
+  json.Uint64(row.payload.size());
+  if (with_payload) {
+    json.Key("headers");
+    row.headers_json ? WriteString(json, *row.headers_json) : (void)json.Null();
+    // JSON strings must be UTF-8: binary payloads go out as base64.
+    if (IsUtf8(row.payload)) {
+      json.Key("payload");
+      WriteString(json, row.payload);
+    } else {
+      json.Key("payload_base64");
+      WriteString(json, cereal::base64::encode(
+                            reinterpret_cast<const unsigned char*>(row.payload.data()),
+                            row.payload.size()));
+    }
+  }
+  json.EndObject();
+}
+
+void PrintJson(const rapidjson::StringBuffer& buffer) {
+  std::cout << buffer.GetString() << '\n';
+}
+
+struct Context {
+  std::string db_path;
+  bool json = false;
+};
+
+Store Open(const Context& context, bool create = false) {
+  outbox::store::Options options;
+  options.path = context.db_path;
+  options.create = create;
+  options.cache_kib = 512;
+  return Store(options);
+}
+
+int RunInit(const Context& context) {
+  Store store = Open(context, /*create=*/true);
+  std::cout << "initialised " << context.db_path << " (outbox schema "
+            << outbox::store::kSchemaVersion << ", database id " << store.database_id() << ")\n";
+  return 0;
+}
+
+int RunStats(const Context& context) {
+  Store store = Open(context);
+  const outbox::store::Stats stats = store.GetStats();
+  const std::int64_t now = NowMs();
+  if (context.json) {
+    rapidjson::StringBuffer buffer;
+    JsonWriter json(buffer);
+    json.StartObject();
+    json.Key("database_id");
+    WriteString(json, store.database_id());
+    json.Key("undelivered");
+    json.Int64(stats.undelivered);
+    json.Key("db_bytes");
+    json.Int64(stats.db_bytes);
+    json.Key("wal_bytes");
+    json.Int64(stats.wal_bytes);
+    json.Key("limits");
+    json.StartObject();
+    json.Key("max_payload_bytes");
+    json.Int64(stats.limits.max_payload_bytes);
+    json.Key("max_pending");
+    json.Int64(stats.limits.max_pending);
+    json.Key("max_db_bytes");
+    json.Int64(stats.limits.max_db_bytes);
+    json.EndObject();
+    json.Key("topics");
+    json.StartArray();
+    for (const auto& count : stats.counts) {
+      json.StartObject();
+      json.Key("topic");
+      WriteString(json, count.topic);
+      json.Key("status");
+      WriteString(json, outbox::store::StatusName(count.status));
+      json.Key("count");
+      json.Int64(count.count);
+      json.Key("oldest_age_seconds");
+      json.Double(static_cast<double>(now - count.oldest_created_at) / 1000.0);
+      json.EndObject();
+    }
+    json.EndArray();
+    json.EndObject();
+    PrintJson(buffer);
+    return 0;
+  }
+  std::printf("%-32s %-10s %10s %16s\n", "TOPIC", "STATUS", "COUNT", "OLDEST AGE (s)");
+  for (const auto& count : stats.counts) {
+    std::printf("%-32s %-10s %10lld %16.1f\n", OneLine(count.topic, 32).c_str(),
+                std::string(outbox::store::StatusName(count.status)).c_str(),
+                static_cast<long long>(count.count),
+                static_cast<double>(now - count.oldest_created_at) / 1000.0);
+  }
+  std::printf("\nundelivered %lld (limit %lld)  database %lld bytes (limit %lld)  wal %lld bytes\n",
+              static_cast<long long>(stats.undelivered),
+              static_cast<long long>(stats.limits.max_pending),
+              static_cast<long long>(stats.db_bytes),
+              static_cast<long long>(stats.limits.max_db_bytes),
+              static_cast<long long>(stats.wal_bytes));
+  return 0;
+}
+
+int RunList(const Context& context, const std::string& status_name, const std::string& topic,
+            int limit) {
+  outbox::store::ListFilter filter;
+  if (!status_name.empty()) {
+    filter.status = outbox::store::ParseStatus(status_name);
+    if (!filter.status) {
+      throw std::invalid_argument("--status: expected pending, in_flight, delivered or dead, not '" +
+                                  status_name + "'");
+    }
+  }
+  if (!topic.empty()) filter.topic = topic;
+  filter.limit = limit;
+  Store store = Open(context);
+  const std::vector<Row> rows = store.List(filter);
+  if (context.json) {
+    rapidjson::StringBuffer buffer;
+    JsonWriter json(buffer);
+    json.StartArray();
+    for (const Row& row : rows) WriteRow(json, row, false);
+    json.EndArray();
+    PrintJson(buffer);
+    return 0;
+  }
+  std::printf("%-8s %-24s %-24s %-10s %8s  %-24s %s\n", "ID", "TOPIC", "KEY", "STATUS",
+              "ATTEMPTS", "NEXT ATTEMPT", "LAST ERROR");
+  for (const Row& row : rows) {
+    std::printf("%-8lld %-24s %-24s %-10s %8d  %-24s %s\n", static_cast<long long>(row.id),
+                OneLine(row.topic, 24).c_str(), OneLine(row.key, 24).c_str(),
+                std::string(outbox::store::StatusName(row.status)).c_str(), row.attempts,
+                FormatTime(row.next_attempt_at).c_str(),
+                OneLine(row.last_error.value_or(""), 60).c_str());
+  }
+  return 0;
+}
+
+int RunShow(const Context& context, std::int64_t id) {
+  Store store = Open(context);
+  const std::optional<Row> row = store.Get(id);
+  if (!row) {
+    std::cerr << "outboxctl: no row with id " << id << '\n';
+    return kExitFailure;
+  }
+  if (context.json) {
+    rapidjson::StringBuffer buffer;
+    JsonWriter json(buffer);
+    WriteRow(json, *row, true);
+    PrintJson(buffer);
+    return 0;
+  }
+  std::cout << "id:               " << row->id << '\n'
+            << "topic:            " << row->topic << '\n'
+            << "msg_key:          " << row->key << '\n'
+            << "status:           " << outbox::store::StatusName(row->status) << '\n'
+            << "attempts:         " << row->attempts << '\n'
+            << "next_attempt_at:  " << FormatTime(row->next_attempt_at) << '\n'
+            << "created_at:       " << FormatTime(row->created_at) << '\n'
+            << "updated_at:       " << FormatTime(row->updated_at) << '\n'
+            << "lease_owner:      " << row->lease_owner.value_or("-") << '\n'
+            << "crashes:          " << row->crashes << '\n'
+            << "operator_retries: " << row->operator_retries << '\n'
+            << "headers:          " << row->headers_json.value_or("-") << '\n'
+            << "last_error:       " << OneLine(row->last_error.value_or("-"), 2000) << '\n'
+            << "payload (" << row->payload.size() << " bytes): " << OneLine(row->payload, 2000)
+            << '\n';
+  return 0;
+}
+
+std::string ReadPayload(const std::string& source) {
+  if (source.empty()) return {};
+  if (source == "-") {
+    return {std::istreambuf_iterator<char>(std::cin), std::istreambuf_iterator<char>()};
+  }
+  std::ifstream in(source, std::ios::binary);
+  if (!in) throw std::invalid_argument("--payload-file: cannot read '" + source + "'");
+  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+}
+
+int RunEnqueue(const Context& context, const outbox::store::NewMessage& base,
+               const std::string& payload_source, bool idempotent) {
+  outbox::store::NewMessage message = base;
+  outbox::store::ValidateMessage(message);  // before reading a large payload
+  message.payload = ReadPayload(payload_source);
+  Store store = Open(context);
+  outbox::store::Producer producer(store.connection());
+  outbox::store::EnqueueOptions options;
+  options.standalone = true;
+  options.idempotent = idempotent;
+  const outbox::store::EnqueueResult result = producer.Enqueue(message, options);
+  std::cout << (result.inserted ? "enqueued id " : "already enqueued as id ") << result.id
+            << '\n';
+  return 0;
+}
+
+outbox::store::DeadSelector Selector(const std::optional<std::int64_t>& id,
+                                     const std::string& topic, bool all) {
+  outbox::store::DeadSelector selector;
+  selector.id = id;
+  if (!topic.empty()) selector.topic = topic;
+  selector.all = all;
+  return selector;
+}
+
+std::string Actor() {
+  const char* user = std::getenv("SUDO_USER");
+  if (user == nullptr) user = std::getenv("USER");
+  return std::string("outboxctl:") + (user != nullptr ? user : std::to_string(::getuid()));
+}
+
+int RunRetry(const Context& context, const outbox::store::DeadSelector& selector) {
+  Store store = Open(context);
+  const int count = store.RetryDead(selector, Actor(), NowMs());
+  std::cout << "reset " << count << " dead row" << (count == 1 ? "" : "s") << " to pending\n";
+  return 0;
+}
+
+int RunPurgeDelivered(const Context& context, std::int64_t older_than_ms) {
+  if (older_than_ms < 0) throw std::invalid_argument("--older-than-ms: expected 0 or more");
+  Store store = Open(context);
+  const std::int64_t cutoff = NowMs() - older_than_ms + (older_than_ms == 0 ? 1 : 0);
+  long long total = 0;
+  // Small batches, each its own short write transaction: a live outboxd
+  // keeps delivering in between.
+  for (int n = kPurgeBatch; n == kPurgeBatch;) {
+    n = store.PurgeDelivered(cutoff, kPurgeBatch);
+    total += n;
+  }
+  std::cout << "purged " << total << " delivered row" << (total == 1 ? "" : "s") << '\n';
+  return 0;
+}
+
+int RunPurgeDead(const Context& context, const outbox::store::DeadSelector& selector) {
+  Store store = Open(context);
+  long long total = 0;
+  for (int n = kPurgeBatch; n == kPurgeBatch;) {
+    n = store.PurgeDead(selector, kPurgeBatch);
+    total += n;
+  }
+  std::cout << "purged " << total << " dead row" << (total == 1 ? "" : "s") << '\n';
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"Inspect and repair an edge-outbox database", "outboxctl"};
+  app.set_version_flag("--version", "outboxctl 0.1.0");
+  Context context;
+  app.add_option("--db", context.db_path, "the application's SQLite file")->required();
+  app.require_subcommand(1);
+
+  app.add_subcommand("init", "create or migrate the outbox schema (idempotent)");
+
+  auto* stats = app.add_subcommand("stats", "counts per topic and status");
+  stats->add_flag("--json", context.json, "machine-readable output");
+
+  std::string status_name;
+  std::string topic;
+  int limit = 100;
+  auto* list = app.add_subcommand("list", "list rows");
+  list->add_option("--status", status_name, "pending, in_flight, delivered or dead");
+  list->add_option("--topic", topic, "only this topic");
+  list->add_option("--limit", limit, "at most this many rows")->check(CLI::PositiveNumber);
+  list->add_flag("--json", context.json, "machine-readable output");
+
+  std::int64_t show_id = 0;
+  auto* show = app.add_subcommand("show", "show one row with its headers and last error");
+  show->add_option("ID", show_id, "row id")->required();
+  show->add_flag("--json", context.json, "machine-readable output");
+
+  std::optional<std::int64_t> select_id;
+  std::string select_topic;
+  bool select_all_dead = false;
+  auto* retry = app.add_subcommand("retry", "reset dead rows to pending with a fresh budget");
+  auto* retry_id = retry->add_option("--id", select_id, "one row");
+  auto* retry_topic = retry->add_option("--topic", select_topic, "every dead row of a topic");
+  auto* retry_all = retry->add_flag("--all-dead", select_all_dead, "every dead row");
+  retry_id->excludes(retry_topic, retry_all);
+  retry_topic->excludes(retry_all);
+  retry->require_option(1);
+
+  std::int64_t older_than_ms = 0;
+  bool purge_dead = false;
+  bool purge_all = false;
+  auto* purge = app.add_subcommand(
+      "purge", "delete delivered rows (default) or, with --dead, selected dead rows");
+  auto* older = purge->add_option("--older-than-ms", older_than_ms,
+                                  "delivered more than MS ago (0: every delivered row)");
+  auto* dead_flag = purge->add_flag("--dead", purge_dead, "purge dead rows instead");
+  auto* purge_id = purge->add_option("--id", select_id, "with --dead: one row");
+  auto* purge_topic = purge->add_option("--topic", select_topic, "with --dead: a topic");
+  auto* purge_all_flag = purge->add_flag("--all", purge_all, "with --dead: every dead row");
+  older->excludes(dead_flag);
+  purge_id->needs(dead_flag)->excludes(purge_topic, purge_all_flag);
+  purge_topic->needs(dead_flag)->excludes(purge_all_flag);
+  purge_all_flag->needs(dead_flag);
+
+  outbox::store::NewMessage message;
+  std::string payload_source;
+  bool if_absent = false;
+  auto* enqueue = app.add_subcommand("enqueue", "add one message (its own transaction)");
+  enqueue->add_option("--topic", message.topic, "topic")->required();
+  enqueue->add_option("--key", message.key, "msg_key, unique per topic")->required();
+  enqueue->add_option("--payload-file", payload_source, "file with the body, or - for stdin");
+  enqueue->add_option("--headers", message.headers_json, "JSON object of extra HTTP headers");
+  enqueue->add_flag("--if-absent", if_absent, "succeed with the existing id on a duplicate key");
+
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::CallForHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForVersion& e) {
+    return app.exit(e);
+  } catch (const CLI::ParseError& e) {
+    std::cerr << "outboxctl: " << e.what() << '\n';
+    return kExitUsage;
+  }
+
+  try {
+    if (app.got_subcommand("init")) return RunInit(context);
+    if (app.got_subcommand("stats")) return RunStats(context);
+    if (app.got_subcommand("list")) return RunList(context, status_name, topic, limit);
+    if (app.got_subcommand("show")) return RunShow(context, show_id);
+    if (app.got_subcommand("retry")) {
+      return RunRetry(context, Selector(select_id, select_topic, select_all_dead));
+    }
+    if (app.got_subcommand("purge")) {
+      if (purge_dead) {
+        if (!select_id && select_topic.empty() && !purge_all) {
+          throw std::invalid_argument("purge --dead: choose one of --id, --topic or --all");
+        }
+        return RunPurgeDead(context, Selector(select_id, select_topic, purge_all));
+      }
+      return RunPurgeDelivered(context, older_than_ms);
+    }
+    if (app.got_subcommand("enqueue")) {
+      return RunEnqueue(context, message, payload_source, if_absent);
+    }
+  } catch (const std::invalid_argument& e) {
+    std::cerr << "outboxctl: " << e.what() << '\n';
+    return kExitUsage;
+  } catch (const std::exception& e) {
+    std::cerr << "outboxctl: " << e.what() << '\n';
+    return kExitFailure;
+  }
+  return kExitUsage;
+}

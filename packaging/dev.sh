@@ -1,0 +1,129 @@
+#!/usr/bin/env bash
+# Developer entry point: installs what is missing, builds, runs.
+#
+#   packaging/dev.sh demo    build and run the end-to-end demo
+#   packaging/dev.sh test    build and run every test: g++ (warnings are
+#                            errors), clang ASan+UBSan, clang TSan
+#   packaging/dev.sh bench   build and run the benchmarks (not part of test)
+#   packaging/dev.sh deps    only install the Debian packages
+#
+# Works as root on a fresh Debian 12 machine; without root it uses sudo for
+# apt-get when something is missing. Build trees: build/, build-asan/,
+# build-tsan/ at the top of the repository.
+set -euo pipefail
+
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+jobs=$(nproc)
+
+# Everything the build, the tests and the demo need, by Debian package name.
+packages=(
+  build-essential cmake ninja-build pkg-config git clang-14 libclang-rt-14-dev
+  libsqlite3-dev sqlite3 libsqlitecpp-dev libcurl4-openssl-dev libssl-dev
+  libcereal-dev rapidjson-dev libspdlog-dev libfmt-dev libcli11-dev
+  libcpp-httplib-dev libgtest-dev libgmock-dev libbenchmark-dev python3
+)
+
+stage_start=0
+stage() {
+  stage_start=$(date +%s)
+  printf '\n=== %s\n' "$*"
+}
+stage_done() {
+  printf '=== done in %ss\n' "$(( $(date +%s) - stage_start ))"
+}
+
+install_deps() {
+  local missing=()
+  for p in "${packages[@]}"; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" ||
+      missing+=("$p")
+  done
+  [ ${#missing[@]} -eq 0 ] && return 0
+  stage "installing ${missing[*]}"
+  local sudo=()
+  [ "$(id -u)" -eq 0 ] || sudo=(sudo)
+  export DEBIAN_FRONTEND=noninteractive
+  "${sudo[@]}" apt-get update -qq
+  "${sudo[@]}" apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+  stage_done
+}
+
+# configure_and_build DIR [cmake args...]
+configure_and_build() {
+  local dir=$1
+  shift
+  cmake -S "$root" -B "$root/$dir" -G Ninja -DCMAKE_COMPILE_WARNING_AS_ERROR=ON "$@" >/dev/null
+  cmake --build "$root/$dir" -j "$jobs"
+}
+
+# run_tests DIR [ctest args...]
+run_tests() {
+  local dir=$1
+  shift
+  ctest --test-dir "$root/$dir" --output-on-failure -j "$jobs" --timeout 300 "$@"
+}
+
+build_gcc() {
+  stage "build (g++)"
+  CC=gcc CXX=g++ configure_and_build build -DCMAKE_BUILD_TYPE=RelWithDebInfo
+  stage_done
+}
+
+cmd_test() {
+  local total_start
+  total_start=$(date +%s)
+  install_deps
+  build_gcc
+
+  stage "tests (g++): every label"
+  run_tests build
+  stage_done
+
+  stage "build (clang 14, ASan + UBSan)"
+  CC=clang-14 CXX=clang++-14 configure_and_build build-asan \
+    -DCMAKE_BUILD_TYPE=Debug -DOUTBOX_SANITIZE=address,undefined
+  stage_done
+  stage "tests (ASan + UBSan): every label"
+  ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1 \
+    run_tests build-asan
+  stage_done
+
+  stage "build (clang 14, TSan)"
+  CC=clang-14 CXX=clang++-14 configure_and_build build-tsan \
+    -DCMAKE_BUILD_TYPE=Debug -DOUTBOX_SANITIZE=thread
+  stage_done
+  stage "tests (TSan): unit"
+  TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 run_tests build-tsan -L unit
+  stage_done
+
+  printf '\nall tests passed in %ss\n' "$(( $(date +%s) - total_start ))"
+}
+
+cmd_demo() {
+  install_deps
+  build_gcc
+  stage "demo"
+  "$root/packaging/demo.sh" "$root/build"
+  stage_done
+}
+
+cmd_bench() {
+  install_deps
+  stage "build (g++, Release)"
+  CC=gcc CXX=g++ configure_and_build build-bench -DCMAKE_BUILD_TYPE=Release
+  stage_done
+  stage "benchmarks"
+  "$root/packaging/bench.sh" "$root/build-bench"
+  stage_done
+}
+
+case "${1:-}" in
+  test) cmd_test ;;
+  demo) cmd_demo ;;
+  bench) cmd_bench ;;
+  deps) install_deps ;;
+  *)
+    echo "usage: $0 demo|test|bench|deps" >&2
+    exit 2
+    ;;
+esac

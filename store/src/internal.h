@@ -1,0 +1,63 @@
+// Helpers shared by the store's translation units. Not installed.
+#pragma once
+
+#include <SQLiteCpp/Database.h>
+#include <SQLiteCpp/Exception.h>
+#include <SQLiteCpp/Statement.h>
+
+#include <string>
+#include <utility>
+
+#include "outbox/store.h"
+
+namespace outbox::store::internal {
+
+// Runs `body`, turning SQLiteCpp's exceptions into the store's own types
+// (keeping SQLite's extended code) and prefixing `context` to the message.
+template <typename Body>
+auto Wrap(const char* context, Body&& body) -> decltype(body()) {
+  try {
+    return body();
+  } catch (const SQLite::Exception& e) {
+    const int code = e.getExtendedErrorCode();
+    const int primary = code & 0xff;
+    std::string what = std::string(context) + ": " + e.what();
+    if (primary == 26 /* SQLITE_NOTADB */) {
+      throw NotAnOutboxError(std::string(context) + ": not an SQLite database", code);
+    }
+    throw StoreError(what, code);
+  }
+}
+
+// Resets a cached statement on scope exit so that it never holds a read
+// transaction open or blocks COMMIT.
+class StatementUse {
+ public:
+  explicit StatementUse(SQLite::Statement& statement) : statement_(statement) {}
+  ~StatementUse() {
+    try {
+      statement_.reset();
+      statement_.clearBindings();
+    } catch (...) {  // reset() reports the step's error again; already handled
+    }
+  }
+  StatementUse(const StatementUse&) = delete;
+  StatementUse& operator=(const StatementUse&) = delete;
+  SQLite::Statement* operator->() { return &statement_; }
+  SQLite::Statement& operator*() { return statement_; }
+
+ private:
+  SQLite::Statement& statement_;
+};
+
+// Schema: checks, creates or migrates. Defined in schema.cc.
+struct SchemaState {
+  int version = 0;          // 0: no outbox schema
+  std::string database_id;  // empty if none
+};
+SchemaState ReadSchema(SQLite::Database& db);
+// Creates or migrates to kSchemaVersion inside one BEGIN IMMEDIATE.
+// Throws NotAnOutboxError for a newer schema.
+SchemaState EnsureSchema(SQLite::Database& db, bool fresh_file);
+
+}  // namespace outbox::store::internal

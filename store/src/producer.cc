@@ -1,0 +1,196 @@
+// Enqueue on the application's own connection, inside its transaction.
+//
+// Uses the C API because the caller may hand us a bare sqlite3*. Field checks
+// that need the database (headers JSON, limits) live in the BEFORE INSERT
+// trigger so that plain-SQL writers get them too; here their RAISE messages
+// become typed errors.
+#include <SQLiteCpp/Database.h>
+#include <sqlite3.h>
+
+#include <string>
+
+#include "outbox/store.h"
+#include "sql.h"
+
+namespace outbox::store {
+namespace {
+
+struct StatementDeleter {
+  void operator()(sqlite3_stmt* statement) const { sqlite3_finalize(statement); }
+};
+using StatementPtr = std::unique_ptr<sqlite3_stmt, StatementDeleter>;
+
+[[noreturn]] void ThrowSqlite(sqlite3* db, const std::string& context) {
+  const int code = sqlite3_extended_errcode(db);
+  if ((code & 0xff) == SQLITE_NOTADB) {
+    throw NotAnOutboxError(context + ": not an SQLite database", code);
+  }
+  throw StoreError(context + ": " + sqlite3_errmsg(db), code);
+}
+
+StatementPtr Prepare(sqlite3* db, const char* text) {
+  sqlite3_stmt* statement = nullptr;
+  if (sqlite3_prepare_v3(db, text, -1, SQLITE_PREPARE_PERSISTENT, &statement, nullptr) !=
+      SQLITE_OK) {
+    const std::string message = sqlite3_errmsg(db);
+    if (message.find("no such table") != std::string::npos ||
+        message.find("no such column") != std::string::npos) {
+      throw NotAnOutboxError(
+          "enqueue: the database has no (current) outbox schema; run `outboxctl init`: " +
+              message,
+          sqlite3_extended_errcode(db));
+    }
+    ThrowSqlite(db, "enqueue: prepare");
+  }
+  return StatementPtr(statement);
+}
+
+// Resets the statement on every path so that it holds no lock and no
+// bindings (payloads may be large) once Enqueue returns.
+class Use {
+ public:
+  explicit Use(sqlite3_stmt* statement) : statement_(statement) {}
+  ~Use() {
+    sqlite3_reset(statement_);
+    sqlite3_clear_bindings(statement_);
+  }
+  Use(const Use&) = delete;
+  Use& operator=(const Use&) = delete;
+
+ private:
+  sqlite3_stmt* statement_;
+};
+
+void BindText(sqlite3_stmt* q, int index, std::string_view text) {
+  sqlite3_bind_text64(q, index, text.data(), text.size(), SQLITE_STATIC, SQLITE_UTF8);
+}
+
+void BindOptional(sqlite3_stmt* q, int index, const std::optional<std::int64_t>& value) {
+  if (value) {
+    sqlite3_bind_int64(q, index, *value);
+  } else {
+    sqlite3_bind_null(q, index);
+  }
+}
+
+// Turns a trigger's "outbox: <field>: <reason>" into the error a caller of
+// the API expects.
+[[noreturn]] void ThrowInsertError(sqlite3* db, const NewMessage& message) {
+  const int code = sqlite3_extended_errcode(db);
+  const std::string text = sqlite3_errmsg(db);
+  constexpr std::string_view kPrefix = "outbox: ";
+  if (text.rfind(kPrefix, 0) == 0) {
+    const std::string reason = text.substr(kPrefix.size());
+    if (reason.rfind("capacity: ", 0) == 0) {
+      throw CapacityError("enqueue refused: " + reason.substr(10), code);
+    }
+    if (reason.rfind("payload: ", 0) == 0) {
+      throw std::invalid_argument("payload: " + std::to_string(message.payload.size()) +
+                                  " bytes is larger than limits.max_payload_bytes");
+    }
+    throw std::invalid_argument(reason);
+  }
+  if (code == SQLITE_CONSTRAINT_UNIQUE || code == SQLITE_CONSTRAINT_PRIMARYKEY) {
+    throw DuplicateError("enqueue: a message with topic '" + message.topic + "' and key '" +
+                             message.key + "' already exists",
+                         code);
+  }
+  ThrowSqlite(db, "enqueue");
+}
+
+}  // namespace
+
+void ValidateMessage(const NewMessage& message) {
+  if (message.topic.empty()) throw std::invalid_argument("topic: must not be empty");
+  if (message.key.empty()) throw std::invalid_argument("msg_key: must not be empty");
+  if (message.key.size() > kMaxKeyBytes) {
+    throw std::invalid_argument("msg_key: " + std::to_string(message.key.size()) +
+                                " bytes is longer than " + std::to_string(kMaxKeyBytes));
+  }
+  if (message.retry.max_attempts && *message.retry.max_attempts < 1) {
+    throw std::invalid_argument("max_attempts: expected a positive integer");
+  }
+  if (message.retry.first_interval_ms && *message.retry.first_interval_ms <= 0) {
+    throw std::invalid_argument("first_interval_ms: expected a positive integer");
+  }
+}
+
+struct Producer::Impl {
+  sqlite3* db = nullptr;
+  StatementPtr insert;
+  StatementPtr find;
+
+  EnqueueResult Insert(const NewMessage& message, bool idempotent) {
+    if (idempotent) {
+      Use use(find.get());
+      BindText(find.get(), 1, message.topic);
+      BindText(find.get(), 2, message.key);
+      const int rc = sqlite3_step(find.get());
+      if (rc == SQLITE_ROW) return {sqlite3_column_int64(find.get(), 0), false};
+      if (rc != SQLITE_DONE) ThrowSqlite(db, "enqueue: look up key");
+    }
+    sqlite3_stmt* q = insert.get();
+    Use use(q);
+    BindText(q, 1, message.topic);
+    BindText(q, 2, message.key);
+    sqlite3_bind_blob64(q, 3, message.payload.data(), message.payload.size(), SQLITE_STATIC);
+    if (message.headers_json.empty()) {
+      sqlite3_bind_null(q, 4);
+    } else {
+      BindText(q, 4, message.headers_json);
+    }
+    BindOptional(q, 5, message.retry.max_attempts);
+    if (message.retry.backoff) {
+      BindText(q, 6, BackoffName(*message.retry.backoff));
+    } else {
+      sqlite3_bind_null(q, 6);
+    }
+    BindOptional(q, 7, message.retry.first_interval_ms);
+    if (sqlite3_step(q) != SQLITE_DONE) ThrowInsertError(db, message);
+    return {sqlite3_last_insert_rowid(db), true};
+  }
+};
+
+Producer::Producer(sqlite3* connection) : impl_(std::make_unique<Impl>()) {
+  if (connection == nullptr) throw std::invalid_argument("connection: must not be null");
+  impl_->db = connection;
+  impl_->insert = Prepare(connection, sql::kInsert);
+  impl_->find = Prepare(connection, sql::kFindByKey);
+  // A schema newer than this build may have changed what a row means.
+  StatementPtr version = Prepare(connection, sql::kGetMeta);
+  BindText(version.get(), 1, "schema_version");
+  if (sqlite3_step(version.get()) == SQLITE_ROW &&
+      sqlite3_column_int(version.get(), 0) > kSchemaVersion) {
+    throw NotAnOutboxError("enqueue: the outbox schema is newer than this build supports", 0);
+  }
+}
+
+Producer::Producer(SQLite::Database& connection) : Producer(connection.getHandle()) {}
+
+Producer::~Producer() = default;
+
+EnqueueResult Producer::Enqueue(const NewMessage& message, const EnqueueOptions& options) {
+  ValidateMessage(message);
+  sqlite3* db = impl_->db;
+  if (sqlite3_get_autocommit(db) == 0) return impl_->Insert(message, options.idempotent);
+  if (!options.standalone) {
+    throw std::invalid_argument(
+        "enqueue: no open transaction on this connection; begin one so the message commits "
+        "with your data, or ask for a standalone enqueue");
+  }
+  if (sqlite3_exec(db, "BEGIN IMMEDIATE", nullptr, nullptr, nullptr) != SQLITE_OK) {
+    ThrowSqlite(db, "enqueue: begin");
+  }
+  try {
+    EnqueueResult result = impl_->Insert(message, options.idempotent);
+    if (sqlite3_exec(db, "COMMIT", nullptr, nullptr, nullptr) != SQLITE_OK) {
+      ThrowSqlite(db, "enqueue: commit");
+    }
+    return result;
+  } catch (...) {
+    sqlite3_exec(db, "ROLLBACK", nullptr, nullptr, nullptr);
+    throw;
+  }
+}
+
+}  // namespace outbox::store

@@ -1,0 +1,312 @@
+// Every SQL statement the store runs, in one place.
+//
+// Times are integer milliseconds since the Unix epoch. SQLite 3.40 has no
+// unixepoch('subsec'), so "now" in defaults is derived from julianday('now').
+#pragma once
+
+namespace outbox::store::sql {
+
+#define OUTBOX_NOW_MS "CAST((julianday('now') - 2440587.5) * 86400000.0 AS INTEGER)"
+
+// --- schema ------------------------------------------------------------------
+
+inline constexpr char kHasOutboxMeta[] =
+    "SELECT count(*) FROM sqlite_schema WHERE type = 'table' AND name = 'outbox_meta'";
+inline constexpr char kHasOutboxTable[] =
+    "SELECT count(*) FROM sqlite_schema WHERE type = 'table' AND name = 'outbox'";
+inline constexpr char kGetMeta[] = "SELECT value FROM outbox_meta WHERE key = ?";
+inline constexpr char kPutMeta[] =
+    "INSERT INTO outbox_meta(key, value) VALUES(?, ?) "
+    "ON CONFLICT(key) DO UPDATE SET value = excluded.value";
+inline constexpr char kInitDatabaseId[] =
+    "INSERT OR IGNORE INTO outbox_meta(key, value)"
+    " VALUES('database_id', lower(hex(randomblob(16))))";
+
+// Migration 1: the table of DESIGN.md plus the store's own columns
+// (lease_token fences late writers; lease_expires_at, last_attempt_at,
+// crashes, quarantined and operator_retries serve resilience and audit),
+// and the store's own small tables.
+//
+// Limits and field checks are BEFORE INSERT triggers rather than CHECK
+// constraints so that they hold for plain-SQL writers too and can be changed
+// by later migrations without rebuilding the application's table. RAISE
+// messages start with "outbox:" and name the field; the Producer maps them to
+// typed errors.
+inline constexpr char kMigration1[] = R"sql(
+CREATE TABLE outbox_meta(
+  key   TEXT PRIMARY KEY,
+  value ANY
+) WITHOUT ROWID;
+
+CREATE TABLE outbox(
+  id                INTEGER PRIMARY KEY,
+  topic             TEXT NOT NULL,
+  msg_key           TEXT NOT NULL,
+  payload           BLOB NOT NULL,
+  headers           TEXT,
+  status            INTEGER NOT NULL DEFAULT 0,
+  attempts          INTEGER NOT NULL DEFAULT 0,
+  max_attempts      INTEGER,
+  backoff           TEXT,
+  first_interval_ms INTEGER,
+  next_attempt_at   INTEGER NOT NULL DEFAULT ()sql" OUTBOX_NOW_MS R"sql(),
+  lease_owner       TEXT,
+  last_error        TEXT,
+  created_at        INTEGER NOT NULL DEFAULT ()sql" OUTBOX_NOW_MS R"sql(),
+  updated_at        INTEGER NOT NULL DEFAULT ()sql" OUTBOX_NOW_MS R"sql(),
+  lease_token       INTEGER NOT NULL DEFAULT 0,
+  lease_expires_at  INTEGER,
+  last_attempt_at   INTEGER,
+  crashes           INTEGER NOT NULL DEFAULT 0,
+  quarantined       INTEGER NOT NULL DEFAULT 0,
+  operator_retries  INTEGER NOT NULL DEFAULT 0,
+  UNIQUE(topic, msg_key)
+);
+
+-- The sweeper's claim per topic; rowid is the implicit last column, so
+-- ORDER BY next_attempt_at, id is served by the index.
+CREATE INDEX outbox_claim ON outbox(status, topic, next_attempt_at);
+-- Retention and the recycling of expired leases.
+CREATE INDEX outbox_retention ON outbox(status, updated_at);
+-- Rows taken back from a crashed agent, resent one at a time.
+CREATE INDEX outbox_quarantine ON outbox(topic, next_attempt_at)
+  WHERE status = 0 AND quarantined = 1;
+
+CREATE TABLE outbox_limits(
+  one               INTEGER PRIMARY KEY CHECK (one = 1),
+  max_payload_bytes INTEGER NOT NULL DEFAULT 1048576,
+  max_pending       INTEGER NOT NULL DEFAULT 1000000,
+  max_db_bytes      INTEGER NOT NULL DEFAULT 0
+);
+INSERT INTO outbox_limits(one) VALUES(1);
+
+-- Rows not yet delivered, kept by triggers so that max_pending costs one
+-- lookup per insert instead of a count(*).
+CREATE TABLE outbox_counters(
+  name  TEXT PRIMARY KEY,
+  value INTEGER NOT NULL
+) WITHOUT ROWID;
+INSERT INTO outbox_counters VALUES('undelivered', 0);
+
+-- Operator actions (retry, purge) for later questions.
+CREATE TABLE outbox_audit(
+  id      INTEGER PRIMARY KEY,
+  at      INTEGER NOT NULL,
+  actor   TEXT NOT NULL,
+  action  TEXT NOT NULL,
+  row_id  INTEGER,
+  detail  TEXT
+);
+
+CREATE TRIGGER outbox_check_insert BEFORE INSERT ON outbox
+BEGIN
+  SELECT RAISE(ABORT, 'outbox: topic: must be a non-empty string')
+   WHERE typeof(NEW.topic) <> 'text' OR length(NEW.topic) = 0;
+  SELECT RAISE(ABORT, 'outbox: msg_key: must be a non-empty string of at most 255 bytes')
+   WHERE typeof(NEW.msg_key) <> 'text' OR length(NEW.msg_key) = 0
+      OR length(CAST(NEW.msg_key AS BLOB)) > 255;
+  SELECT RAISE(ABORT, 'outbox: headers: must be a JSON object of string values without CR or LF')
+   WHERE NEW.headers IS NOT NULL
+     AND (json_valid(NEW.headers) = 0 OR json_type(NEW.headers) <> 'object'
+          OR EXISTS(SELECT 1 FROM json_each(NEW.headers)
+                     WHERE type <> 'text' OR key = ''
+                        OR instr(key, char(13)) OR instr(key, char(10))
+                        OR instr(value, char(13)) OR instr(value, char(10))));
+  SELECT RAISE(ABORT, 'outbox: payload: larger than limits.max_payload_bytes')
+    FROM outbox_limits
+   WHERE max_payload_bytes > 0
+     AND length(CAST(NEW.payload AS BLOB)) > max_payload_bytes;
+  SELECT RAISE(ABORT, 'outbox: capacity: limits.max_pending reached')
+    FROM outbox_limits, outbox_counters
+   WHERE max_pending > 0 AND name = 'undelivered' AND value >= max_pending;
+  SELECT RAISE(ABORT, 'outbox: capacity: limits.max_db_bytes reached')
+    FROM outbox_limits
+   WHERE max_db_bytes > 0
+     AND ((SELECT page_count FROM pragma_page_count())
+          - (SELECT freelist_count FROM pragma_freelist_count()))
+         * (SELECT page_size FROM pragma_page_size()) >= max_db_bytes;
+END;
+
+CREATE TRIGGER outbox_count_insert AFTER INSERT ON outbox WHEN NEW.status <> 1
+BEGIN
+  UPDATE outbox_counters SET value = value + 1 WHERE name = 'undelivered';
+END;
+CREATE TRIGGER outbox_count_update AFTER UPDATE OF status ON outbox
+  WHEN (OLD.status = 1) <> (NEW.status = 1)
+BEGIN
+  UPDATE outbox_counters SET value = value + (CASE WHEN NEW.status = 1 THEN -1 ELSE 1 END)
+   WHERE name = 'undelivered';
+END;
+CREATE TRIGGER outbox_count_delete AFTER DELETE ON outbox WHEN OLD.status <> 1
+BEGIN
+  UPDATE outbox_counters SET value = value - 1 WHERE name = 'undelivered';
+END;
+)sql";
+
+// --- enqueue -------------------------------------------------------------------
+
+inline constexpr char kInsert[] =
+    "INSERT INTO outbox(topic, msg_key, payload, headers, max_attempts, backoff,"
+    " first_interval_ms, next_attempt_at, created_at, updated_at)"
+    " VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7, " OUTBOX_NOW_MS ", " OUTBOX_NOW_MS ", " OUTBOX_NOW_MS ")";
+inline constexpr char kFindByKey[] = "SELECT id FROM outbox WHERE topic = ? AND msg_key = ?";
+inline constexpr char kGetLimits[] =
+    "SELECT max_payload_bytes, max_pending, max_db_bytes FROM outbox_limits";
+inline constexpr char kSetLimits[] =
+    "UPDATE outbox_limits SET max_payload_bytes = ?, max_pending = ?, max_db_bytes = ?";
+
+// --- transitions (each guarded by id, expected status and, in flight, token) --
+
+#define OUTBOX_ROW_COLUMNS                                                     \
+  "id, topic, msg_key, payload, headers, status, attempts, max_attempts,"      \
+  " backoff, first_interval_ms, next_attempt_at, lease_owner, lease_token,"    \
+  " lease_expires_at, last_error, created_at, updated_at, last_attempt_at,"    \
+  " crashes, quarantined, operator_retries"
+
+#define OUTBOX_CLAIM_SET                                                       \
+  "UPDATE outbox SET status = 3, lease_owner = ?2, lease_token = lease_token + 1," \
+  " lease_expires_at = ?3, last_attempt_at = ?4, updated_at = ?4"
+
+// ?1 id, ?2 owner, ?3 lease_expires_at, ?4 now
+inline constexpr char kClaimById[] =
+    OUTBOX_CLAIM_SET " WHERE id = ?1 AND status = 0 AND quarantined = 0"
+    " RETURNING lease_token, topic";
+
+// A wall clock that jumped back leaves next_attempt_at absurdly far ahead;
+// such rows are made due now before the claim (an index range, usually empty).
+// ?1 topic, ?2 now, ?3 now + max interval
+inline constexpr char kUnstickFuture[] =
+    "UPDATE outbox SET next_attempt_at = ?2"
+    " WHERE status = 0 AND topic = ?1 AND next_attempt_at > ?3";
+
+// The subquery walks the claim index in (next_attempt_at, id) order; RETURNING
+// order is unspecified, so callers that care sort the result.
+// Quarantined rows (taken back from a crashed agent) are left to
+// kClaimQuarantined, which sends them one at a time.
+// ?1 topic, ?2 owner, ?3 lease_expires_at, ?4 now, ?5 limit
+inline constexpr char kClaimDue[] =
+    OUTBOX_CLAIM_SET
+    " WHERE id IN (SELECT id FROM outbox"
+    "  WHERE status = 0 AND topic = ?1 AND next_attempt_at <= ?4 AND quarantined = 0"
+    "  ORDER BY next_attempt_at, id LIMIT ?5)"
+    " RETURNING id, lease_token";
+// Served by the partial index outbox_quarantine.
+inline constexpr char kClaimQuarantined[] =
+    OUTBOX_CLAIM_SET
+    " WHERE id IN (SELECT id FROM outbox"
+    "  WHERE status = 0 AND quarantined = 1 AND topic = ?1 AND next_attempt_at <= ?4"
+    "  ORDER BY next_attempt_at, id LIMIT ?5)"
+    " RETURNING id, lease_token";
+
+// ?1 id, ?2 token, ?3 now
+inline constexpr char kComplete[] =
+    "UPDATE outbox SET status = 1, lease_owner = NULL, lease_expires_at = NULL,"
+    " quarantined = 0, last_error = NULL, updated_at = ?3"
+    " WHERE id = ?1 AND status = 3 AND lease_token = ?2";
+
+// ?1 id, ?2 token, ?3 now, ?4 attempts increment, ?5 next_attempt_at, ?6 error
+inline constexpr char kReschedule[] =
+    "UPDATE outbox SET status = 0, attempts = attempts + ?4, next_attempt_at = ?5,"
+    " last_error = ?6, lease_owner = NULL, lease_expires_at = NULL,"
+    " quarantined = 0, updated_at = ?3"
+    " WHERE id = ?1 AND status = 3 AND lease_token = ?2";
+
+// ?1 id, ?2 token, ?3 now, ?4 attempts increment, ?5 error
+inline constexpr char kMarkDead[] =
+    "UPDATE outbox SET status = 2, attempts = attempts + ?4, last_error = ?5,"
+    " lease_owner = NULL, lease_expires_at = NULL, quarantined = 0, updated_at = ?3"
+    " WHERE id = ?1 AND status = 3 AND lease_token = ?2";
+
+// A revert hands the row back as it was before the claim: due now, nothing
+// counted. last_attempt_at keeps the claim time; the send never started, so
+// outage accounting treating it as an attempt only makes it more lenient.
+// ?1 id, ?2 token, ?3 now
+inline constexpr char kRevert[] =
+    "UPDATE outbox SET status = 0, next_attempt_at = ?3, lease_owner = NULL,"
+    " lease_expires_at = NULL, updated_at = ?3"
+    " WHERE id = ?1 AND status = 3 AND lease_token = ?2";
+
+// A lease further ahead than the longest lease (?3 = now + max lease) was
+// stamped before the wall clock jumped back: treat it as expired.
+// ?1 now, ?2 limit, ?3 now + max lease
+inline constexpr char kRecycleExpired[] =
+    "UPDATE outbox SET status = 0, next_attempt_at = ?1, lease_owner = NULL,"
+    " lease_expires_at = NULL, updated_at = ?1"
+    " WHERE id IN (SELECT id FROM outbox WHERE status = 3"
+    "   AND (lease_expires_at IS NULL OR lease_expires_at <= ?1 OR lease_expires_at > ?3)"
+    " LIMIT ?2)";
+
+inline constexpr char kLeaseOwners[] =
+    "SELECT DISTINCT lease_owner FROM outbox WHERE status = 3 AND lease_owner IS NOT NULL";
+inline constexpr char kCountOwnedBy[] =
+    "SELECT count(*) FROM outbox WHERE status = 3 AND lease_owner = ?";
+
+// A crash is counted against a row only when it was alone in flight (?3 = 1).
+// ?1 owner, ?2 now, ?3 alone (0/1), ?4 crash budget
+inline constexpr char kTakeBackToDead[] =
+    "UPDATE outbox SET status = 2, crashes = crashes + 1, lease_owner = NULL,"
+    " lease_expires_at = NULL, quarantined = 0, updated_at = ?2,"
+    " last_error = 'crashed the agent ' || (crashes + 1) ||"
+    "   ' times while alone in flight (crash budget ' || ?4 || ')'"
+    " WHERE status = 3 AND lease_owner = ?1 AND ?3 = 1 AND crashes + 1 >= ?4";
+inline constexpr char kTakeBackToPending[] =
+    "UPDATE outbox SET status = 0, crashes = crashes + ?3, quarantined = 1,"
+    " next_attempt_at = ?2, lease_owner = NULL, lease_expires_at = NULL, updated_at = ?2"
+    " WHERE status = 3 AND lease_owner = ?1";
+
+// ?1 now, ?2 id or NULL, ?3 topic or NULL, ?4 all (0/1)
+#define OUTBOX_DEAD_SELECTOR                                                   \
+  " status = 2 AND ((?2 IS NOT NULL AND id = ?2)"                              \
+  " OR (?3 IS NOT NULL AND topic = ?3) OR ?4 = 1)"
+inline constexpr char kRetryDead[] =
+    "UPDATE outbox SET status = 0, attempts = 0, crashes = 0, quarantined = 0,"
+    " next_attempt_at = ?1, updated_at = ?1, operator_retries = operator_retries + 1"
+    " WHERE" OUTBOX_DEAD_SELECTOR " RETURNING id";
+inline constexpr char kAudit[] =
+    "INSERT INTO outbox_audit(at, actor, action, row_id, detail) VALUES(?, ?, ?, ?, ?)";
+
+// ?1 cutoff, ?2 batch
+inline constexpr char kPeekDelivered[] =
+    "SELECT " OUTBOX_ROW_COLUMNS " FROM outbox"
+    " WHERE status = 1 AND updated_at < ?1 ORDER BY updated_at, id LIMIT ?2";
+inline constexpr char kPurgeDelivered[] =
+    "DELETE FROM outbox WHERE id IN (SELECT id FROM outbox"
+    " WHERE status = 1 AND updated_at < ?1 ORDER BY updated_at, id LIMIT ?2)";
+// ?1 batch, ?2 id or NULL, ?3 topic or NULL, ?4 all
+inline constexpr char kPurgeDead[] =
+    "DELETE FROM outbox WHERE id IN (SELECT id FROM outbox WHERE" OUTBOX_DEAD_SELECTOR
+    " LIMIT ?1)";
+
+// --- reads -------------------------------------------------------------------
+
+inline constexpr char kGetRow[] = "SELECT " OUTBOX_ROW_COLUMNS " FROM outbox WHERE id = ?";
+inline constexpr char kGetLeased[] =
+    "SELECT " OUTBOX_ROW_COLUMNS " FROM outbox WHERE id = ? AND status = 3 AND lease_token = ?";
+// ?1 status or NULL, ?2 topic or NULL, ?3 after id, ?4 limit
+inline constexpr char kList[] =
+    "SELECT " OUTBOX_ROW_COLUMNS " FROM outbox"
+    " WHERE (?1 IS NULL OR status = ?1) AND (?2 IS NULL OR topic = ?2) AND id > ?3"
+    " ORDER BY id LIMIT ?4";
+inline constexpr char kStatsByTopic[] =
+    "SELECT topic, status, count(*), min(created_at) FROM outbox"
+    " GROUP BY topic, status ORDER BY topic, status";
+inline constexpr char kUndelivered[] =
+    "SELECT value FROM outbox_counters WHERE name = 'undelivered'";
+inline constexpr char kUsedBytes[] =
+    "SELECT ((SELECT page_count FROM pragma_page_count())"
+    " - (SELECT freelist_count FROM pragma_freelist_count()))"
+    " * (SELECT page_size FROM pragma_page_size())";
+// A loose index scan: one seek per distinct topic instead of a walk over
+// every pending row.
+inline constexpr char kPendingTopics[] =
+    "WITH RECURSIVE t(topic) AS ("
+    "  SELECT (SELECT min(topic) FROM outbox WHERE status = 0)"
+    "  UNION ALL"
+    "  SELECT (SELECT min(topic) FROM outbox WHERE status = 0 AND topic > t.topic)"
+    "    FROM t WHERE t.topic IS NOT NULL)"
+    " SELECT topic FROM t WHERE topic IS NOT NULL";
+inline constexpr char kDataVersion[] = "PRAGMA data_version";
+inline constexpr char kQuarantinedCount[] =
+    "SELECT count(*) FROM outbox WHERE status = 0 AND quarantined = 1";
+
+}  // namespace outbox::store::sql

@@ -1,0 +1,585 @@
+// The agent's and the admin tool's connection: transitions, reads, limits.
+#include <sqlite3.h>
+#include <sys/stat.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <unordered_map>
+
+#include <SQLiteCpp/Transaction.h>
+
+#include "internal.h"
+#include "sql.h"
+
+namespace outbox::store {
+
+using internal::StatementUse;
+using internal::Wrap;
+
+std::string_view StatusName(Status status) {
+  switch (status) {
+    case Status::kPending:
+      return "pending";
+    case Status::kDelivered:
+      return "delivered";
+    case Status::kDead:
+      return "dead";
+    case Status::kInFlight:
+      return "in_flight";
+  }
+  return "unknown";
+}
+
+std::optional<Status> ParseStatus(std::string_view name) {
+  for (Status s : {Status::kPending, Status::kDelivered, Status::kDead, Status::kInFlight}) {
+    if (StatusName(s) == name) return s;
+  }
+  return std::nullopt;
+}
+
+namespace {
+
+const char* SynchronousPragma(Synchronous mode) {
+  switch (mode) {
+    case Synchronous::kOff:
+      return "PRAGMA synchronous = OFF";
+    case Synchronous::kNormal:
+      return "PRAGMA synchronous = NORMAL";
+    case Synchronous::kFull:
+      return "PRAGMA synchronous = FULL";
+  }
+  return "PRAGMA synchronous = FULL";
+}
+
+bool IsMemoryPath(const std::string& path) {
+  return path.empty() || path == ":memory:" || path.rfind("file::memory:", 0) == 0;
+}
+
+template <typename T>
+std::optional<T> OptionalColumn(const SQLite::Column& column) {
+  if (column.isNull()) return std::nullopt;
+  if constexpr (std::is_same_v<T, std::string>) {
+    return column.getString();
+  } else if constexpr (std::is_same_v<T, int>) {
+    return column.getInt();
+  } else {
+    return column.getInt64();
+  }
+}
+
+// Columns in the order of OUTBOX_ROW_COLUMNS. Values written by other
+// applications may have any type; SQLite converts, and nonsense stays visible
+// to the caller rather than crashing it.
+Row ReadRow(SQLite::Statement& q) {
+  Row row;
+  row.id = q.getColumn(0).getInt64();
+  row.topic = q.getColumn(1).getString();
+  row.key = q.getColumn(2).getString();
+  const SQLite::Column payload = q.getColumn(3);
+  row.payload.assign(static_cast<const char*>(payload.getBlob()),
+                     static_cast<std::size_t>(payload.getBytes()));
+  row.headers_json = OptionalColumn<std::string>(q.getColumn(4));
+  row.status = static_cast<Status>(q.getColumn(5).getInt());
+  row.attempts = q.getColumn(6).getInt();
+  row.retry.max_attempts = OptionalColumn<int>(q.getColumn(7));
+  if (auto backoff = OptionalColumn<std::string>(q.getColumn(8))) {
+    row.retry.backoff = ParseBackoff(*backoff);
+  }
+  row.retry.first_interval_ms = OptionalColumn<std::int64_t>(q.getColumn(9));
+  row.next_attempt_at = q.getColumn(10).getInt64();
+  row.lease_owner = OptionalColumn<std::string>(q.getColumn(11));
+  row.lease_token = q.getColumn(12).getInt64();
+  row.lease_expires_at = OptionalColumn<std::int64_t>(q.getColumn(13));
+  row.last_error = OptionalColumn<std::string>(q.getColumn(14));
+  row.created_at = q.getColumn(15).getInt64();
+  row.updated_at = q.getColumn(16).getInt64();
+  row.last_attempt_at = OptionalColumn<std::int64_t>(q.getColumn(17));
+  row.crashes = q.getColumn(18).getInt();
+  row.quarantined = q.getColumn(19).getInt() != 0;
+  row.operator_retries = q.getColumn(20).getInt();
+  return row;
+}
+
+void BindSelector(SQLite::Statement& q, const DeadSelector& selector) {
+  const int chosen = (selector.id ? 1 : 0) + (selector.topic ? 1 : 0) + (selector.all ? 1 : 0);
+  if (chosen != 1) {
+    throw std::invalid_argument("selector: choose exactly one of id, topic or all");
+  }
+  if (selector.id) {
+    q.bind(2, *selector.id);
+  } else {
+    q.bind(2);
+  }
+  if (selector.topic) {
+    q.bind(3, *selector.topic);
+  } else {
+    q.bind(3);
+  }
+  q.bind(4, selector.all ? 1 : 0);
+}
+
+void CheckBatch(int batch) {
+  if (batch < 1) throw std::invalid_argument("batch: expected a positive integer");
+}
+
+}  // namespace
+
+struct Store::Impl {
+  Options options;
+  std::unique_ptr<SQLite::Database> db;
+  std::string database_id;
+  // Prepared once per connection, keyed by the statement's constant in sql.h.
+  std::unordered_map<const char*, std::unique_ptr<SQLite::Statement>> statements;
+
+  SQLite::Statement& Prepare(const char* text) {
+    auto& slot = statements[text];
+    if (!slot) slot = std::make_unique<SQLite::Statement>(*db, text);
+    return *slot;
+  }
+
+  bool InTransaction() const { return sqlite3_get_autocommit(db->getHandle()) == 0; }
+
+  // Runs `body` in a write transaction of its own unless one is open.
+  template <typename Body>
+  auto Atomically(Body&& body) -> decltype(body()) {
+    if (InTransaction()) return body();
+    db->exec("BEGIN IMMEDIATE");
+    try {
+      auto result = body();
+      db->exec("COMMIT");
+      return result;
+    } catch (...) {
+      try {
+        db->exec("ROLLBACK");
+      } catch (...) {  // the original error matters more
+      }
+      throw;
+    }
+  }
+
+  bool Transition(const char* text, const Lease& lease, std::int64_t now) {
+    StatementUse q(Prepare(text));
+    q->bind(1, lease.id);
+    q->bind(2, lease.token);
+    q->bind(3, now);
+    return q->exec() == 1;
+  }
+};
+
+Store::Store(const Options& options) : impl_(std::make_unique<Impl>()) {
+  impl_->options = options;
+  const bool memory = IsMemoryPath(options.path);
+  const char* context = "open database";
+  if (!memory && !std::filesystem::exists(options.path) && !options.create) {
+    throw NotAnOutboxError(options.path + ": no such file (create it with `outboxctl init`)",
+                           SQLITE_CANTOPEN);
+  }
+  if (options.create && options.read_only) {
+    throw std::invalid_argument("options: create and read_only exclude each other");
+  }
+  if (options.busy_timeout_ms < 0) {
+    throw std::invalid_argument("busy_timeout_ms: expected 0 or a positive integer");
+  }
+  Wrap(context, [&] {
+    int flags = options.read_only ? SQLite::OPEN_READONLY : SQLite::OPEN_READWRITE;
+    if (options.create) flags |= SQLite::OPEN_CREATE;
+    if (memory) flags |= SQLite::OPEN_MEMORY;
+    flags |= SQLITE_OPEN_NOMUTEX;  // one thread per connection by contract
+    impl_->db = std::make_unique<SQLite::Database>(memory ? ":memory:" : options.path, flags,
+                                                   options.busy_timeout_ms);
+  });
+  try {
+    Wrap(context, [&] {
+      internal::SchemaState state = internal::ReadSchema(*impl_->db);
+      const bool needs_change = state.version != kSchemaVersion;
+      if (state.version > kSchemaVersion) {
+        throw NotAnOutboxError(
+            options.path + ": outbox schema version " + std::to_string(state.version) +
+                " is newer than this build supports (" + std::to_string(kSchemaVersion) +
+                "); upgrade edge-outbox",
+            0);
+      }
+      if (state.version == 0 && !options.create) {
+        throw NotAnOutboxError(
+            options.path + ": not an outbox database (no outbox schema; run `outboxctl init`)",
+            0);
+      }
+      if (needs_change && options.read_only) {
+        throw NotAnOutboxError(options.path + ": outbox schema version " +
+                                   std::to_string(state.version) +
+                                   " needs a migration; open it read-write once",
+                               0);
+      }
+      if (needs_change) {
+        bool fresh = false;
+        {
+          SQLite::Statement pages(*impl_->db, "PRAGMA page_count");
+          pages.executeStep();
+          fresh = pages.getColumn(0).getInt64() == 0;
+        }
+        state = internal::EnsureSchema(*impl_->db, fresh);
+      } else if (!options.read_only) {
+        impl_->db->exec("PRAGMA journal_mode = WAL");
+      }
+      impl_->database_id = state.database_id;
+      impl_->db->exec(SynchronousPragma(options.synchronous));
+      impl_->db->exec("PRAGMA cache_size = -" + std::to_string(std::max(64, options.cache_kib)));
+      // Bounds the -wal file after a checkpoint; the file is the application's
+      // disk too.
+      impl_->db->exec("PRAGMA journal_size_limit = 4194304");
+    });
+  } catch (const NotAnOutboxError& e) {
+    // Keep the error's text but make sure it names the file.
+    const std::string what = e.what();
+    if (what.find(options.path) == std::string::npos) {
+      throw NotAnOutboxError(options.path + ": " + what, e.sqlite_code());
+    }
+    throw;
+  }
+}
+
+Store::~Store() = default;
+
+const std::string& Store::database_id() const { return impl_->database_id; }
+const std::string& Store::path() const { return impl_->options.path; }
+SQLite::Database& Store::connection() { return *impl_->db; }
+
+Store::WriteTransaction::WriteTransaction(Store& store) : store_(store) {
+  Wrap("begin write transaction", [&] { store_.impl_->db->exec("BEGIN IMMEDIATE"); });
+}
+
+Store::WriteTransaction::~WriteTransaction() {
+  if (!open_) return;
+  try {
+    store_.impl_->db->exec("ROLLBACK");
+  } catch (...) {  // nothing left to undo
+  }
+}
+
+void Store::WriteTransaction::Commit() {
+  Wrap("commit", [&] { store_.impl_->db->exec("COMMIT"); });
+  open_ = false;
+}
+
+std::optional<Claimed> Store::ClaimById(std::int64_t id, std::string_view owner,
+                                        std::int64_t lease_expires_at, std::int64_t now) {
+  return Wrap("claim by id", [&]() -> std::optional<Claimed> {
+    StatementUse q(impl_->Prepare(sql::kClaimById));
+    q->bind(1, id);
+    q->bind(2, std::string(owner));
+    q->bind(3, lease_expires_at);
+    q->bind(4, now);
+    if (!q->executeStep()) return std::nullopt;
+    Claimed claimed{{id, q->getColumn(0).getInt64()}, q->getColumn(1).getString()};
+    while (q->executeStep()) {
+    }
+    return claimed;
+  });
+}
+
+std::vector<Claimed> Store::ClaimDue(std::string_view topic, std::string_view owner,
+                                     std::int64_t lease_expires_at, std::int64_t now, int limit,
+                                     std::int64_t max_interval_ms, bool quarantined_only) {
+  if (limit < 1) throw std::invalid_argument("limit: expected a positive integer");
+  return Wrap("claim due rows", [&] {
+    const std::string topic_text(topic);
+    {
+      StatementUse unstick(impl_->Prepare(sql::kUnstickFuture));
+      unstick->bind(1, topic_text);
+      unstick->bind(2, now);
+      unstick->bind(3, now + std::max<std::int64_t>(max_interval_ms, 0));
+      unstick->exec();
+    }
+    StatementUse q(impl_->Prepare(quarantined_only ? sql::kClaimQuarantined : sql::kClaimDue));
+    q->bind(1, topic_text);
+    q->bind(2, std::string(owner));
+    q->bind(3, lease_expires_at);
+    q->bind(4, now);
+    q->bind(5, limit);
+    std::vector<Claimed> claimed;
+    while (q->executeStep()) {
+      claimed.push_back({{q->getColumn(0).getInt64(), q->getColumn(1).getInt64()}, topic_text});
+    }
+    // RETURNING order is unspecified; ids grow with enqueue order, which is
+    // the closest cheap approximation of (next_attempt_at, id).
+    std::sort(claimed.begin(), claimed.end(),
+              [](const Claimed& a, const Claimed& b) { return a.lease.id < b.lease.id; });
+    return claimed;
+  });
+}
+
+bool Store::Complete(const Lease& lease, std::int64_t now) {
+  return Wrap("complete", [&] { return impl_->Transition(sql::kComplete, lease, now); });
+}
+
+bool Store::Reschedule(const Lease& lease, bool count_attempt, std::int64_t next_attempt_at,
+                       std::string_view error, std::int64_t now) {
+  return Wrap("reschedule", [&] {
+    StatementUse q(impl_->Prepare(sql::kReschedule));
+    q->bind(1, lease.id);
+    q->bind(2, lease.token);
+    q->bind(3, now);
+    q->bind(4, count_attempt ? 1 : 0);
+    q->bind(5, next_attempt_at);
+    q->bind(6, std::string(error));
+    return q->exec() == 1;
+  });
+}
+
+bool Store::MarkDead(const Lease& lease, bool count_attempt, std::string_view error,
+                     std::int64_t now) {
+  return Wrap("mark dead", [&] {
+    StatementUse q(impl_->Prepare(sql::kMarkDead));
+    q->bind(1, lease.id);
+    q->bind(2, lease.token);
+    q->bind(3, now);
+    q->bind(4, count_attempt ? 1 : 0);
+    q->bind(5, std::string(error));
+    return q->exec() == 1;
+  });
+}
+
+bool Store::Revert(const Lease& lease, std::int64_t now) {
+  return Wrap("revert", [&] { return impl_->Transition(sql::kRevert, lease, now); });
+}
+
+int Store::RecycleExpired(std::int64_t now, std::int64_t max_lease_ms, int limit) {
+  CheckBatch(limit);
+  return Wrap("recycle expired leases", [&] {
+    StatementUse q(impl_->Prepare(sql::kRecycleExpired));
+    q->bind(1, now);
+    q->bind(2, limit);
+    q->bind(3, now + std::max<std::int64_t>(max_lease_ms, 0));
+    return q->exec();
+  });
+}
+
+std::vector<std::string> Store::LeaseOwners() {
+  return Wrap("list lease owners", [&] {
+    StatementUse q(impl_->Prepare(sql::kLeaseOwners));
+    std::vector<std::string> owners;
+    while (q->executeStep()) owners.push_back(q->getColumn(0).getString());
+    return owners;
+  });
+}
+
+int Store::TakeBackOwner(std::string_view owner, int crash_budget, std::int64_t now) {
+  if (crash_budget < 1) throw std::invalid_argument("crash_budget: expected a positive integer");
+  return Wrap("take back leases", [&] {
+    return impl_->Atomically([&] {
+      const std::string owner_text(owner);
+      std::int64_t held = 0;
+      {
+        StatementUse count(impl_->Prepare(sql::kCountOwnedBy));
+        count->bind(1, owner_text);
+        count->executeStep();
+        held = count->getColumn(0).getInt64();
+      }
+      const int alone = held == 1 ? 1 : 0;
+      int changed = 0;
+      {
+        StatementUse dead(impl_->Prepare(sql::kTakeBackToDead));
+        dead->bind(1, owner_text);
+        dead->bind(2, now);
+        dead->bind(3, alone);
+        dead->bind(4, crash_budget);
+        changed += dead->exec();
+      }
+      StatementUse pending(impl_->Prepare(sql::kTakeBackToPending));
+      pending->bind(1, owner_text);
+      pending->bind(2, now);
+      pending->bind(3, alone);
+      changed += pending->exec();
+      return changed;
+    });
+  });
+}
+
+int Store::RetryDead(const DeadSelector& selector, std::string_view actor, std::int64_t now) {
+  return Wrap("retry dead rows", [&] {
+    return impl_->Atomically([&] {
+      std::vector<std::int64_t> ids;
+      {
+        StatementUse q(impl_->Prepare(sql::kRetryDead));
+        q->bind(1, now);
+        BindSelector(*q, selector);
+        while (q->executeStep()) ids.push_back(q->getColumn(0).getInt64());
+      }
+      StatementUse audit(impl_->Prepare(sql::kAudit));
+      for (std::int64_t id : ids) {
+        audit->bind(1, now);
+        audit->bind(2, std::string(actor));
+        audit->bind(3, "retry");
+        audit->bind(4, id);
+        audit->bind(5);
+        audit->exec();
+        audit->reset();
+      }
+      return static_cast<int>(ids.size());
+    });
+  });
+}
+
+std::vector<Row> Store::PeekDelivered(std::int64_t cutoff, int batch) {
+  CheckBatch(batch);
+  return Wrap("read delivered rows", [&] {
+    StatementUse q(impl_->Prepare(sql::kPeekDelivered));
+    q->bind(1, cutoff);
+    q->bind(2, batch);
+    std::vector<Row> rows;
+    while (q->executeStep()) rows.push_back(ReadRow(*q));
+    return rows;
+  });
+}
+
+int Store::PurgeDelivered(std::int64_t cutoff, int batch) {
+  CheckBatch(batch);
+  return Wrap("purge delivered rows", [&] {
+    StatementUse q(impl_->Prepare(sql::kPurgeDelivered));
+    q->bind(1, cutoff);
+    q->bind(2, batch);
+    return q->exec();
+  });
+}
+
+int Store::PurgeDead(const DeadSelector& selector, int batch) {
+  CheckBatch(batch);
+  return Wrap("purge dead rows", [&] {
+    StatementUse q(impl_->Prepare(sql::kPurgeDead));
+    q->bind(1, batch);
+    BindSelector(*q, selector);
+    return q->exec();
+  });
+}
+
+std::optional<Row> Store::Get(std::int64_t id) {
+  return Wrap("read row", [&]() -> std::optional<Row> {
+    StatementUse q(impl_->Prepare(sql::kGetRow));
+    q->bind(1, id);
+    if (!q->executeStep()) return std::nullopt;
+    return ReadRow(*q);
+  });
+}
+
+std::optional<Row> Store::GetLeased(const Lease& lease) {
+  return Wrap("read leased row", [&]() -> std::optional<Row> {
+    StatementUse q(impl_->Prepare(sql::kGetLeased));
+    q->bind(1, lease.id);
+    q->bind(2, lease.token);
+    if (!q->executeStep()) return std::nullopt;
+    return ReadRow(*q);
+  });
+}
+
+std::vector<Row> Store::List(const ListFilter& filter) {
+  if (filter.limit < 1) throw std::invalid_argument("limit: expected a positive integer");
+  return Wrap("list rows", [&] {
+    StatementUse q(impl_->Prepare(sql::kList));
+    if (filter.status) {
+      q->bind(1, static_cast<int>(*filter.status));
+    } else {
+      q->bind(1);
+    }
+    if (filter.topic) {
+      q->bind(2, *filter.topic);
+    } else {
+      q->bind(2);
+    }
+    q->bind(3, filter.after_id);
+    q->bind(4, filter.limit);
+    std::vector<Row> rows;
+    while (q->executeStep()) rows.push_back(ReadRow(*q));
+    return rows;
+  });
+}
+
+Stats Store::GetStats() {
+  Stats stats;
+  Wrap("read stats", [&] {
+    // One read transaction, so the numbers agree with each other.
+    SQLite::Transaction read(*impl_->db, SQLite::TransactionBehavior::DEFERRED);
+    {
+      StatementUse q(impl_->Prepare(sql::kStatsByTopic));
+      while (q->executeStep()) {
+        stats.counts.push_back({q->getColumn(0).getString(),
+                                static_cast<Status>(q->getColumn(1).getInt()),
+                                q->getColumn(2).getInt64(), q->getColumn(3).getInt64()});
+      }
+    }
+    {
+      StatementUse q(impl_->Prepare(sql::kUndelivered));
+      if (q->executeStep()) stats.undelivered = q->getColumn(0).getInt64();
+    }
+    {
+      StatementUse q(impl_->Prepare(sql::kUsedBytes));
+      if (q->executeStep()) stats.db_bytes = q->getColumn(0).getInt64();
+    }
+    stats.limits = GetLimits();
+    read.commit();
+  });
+  struct stat wal {};
+  if (!IsMemoryPath(impl_->options.path) &&
+      ::stat((impl_->options.path + "-wal").c_str(), &wal) == 0) {
+    stats.wal_bytes = static_cast<std::int64_t>(wal.st_size);
+  }
+  return stats;
+}
+
+std::vector<std::string> Store::PendingTopics() {
+  return Wrap("list pending topics", [&] {
+    StatementUse q(impl_->Prepare(sql::kPendingTopics));
+    std::vector<std::string> topics;
+    while (q->executeStep()) topics.push_back(q->getColumn(0).getString());
+    return topics;
+  });
+}
+
+std::int64_t Store::QuarantinedCount() {
+  return Wrap("count quarantined rows", [&] {
+    StatementUse q(impl_->Prepare(sql::kQuarantinedCount));
+    q->executeStep();
+    return q->getColumn(0).getInt64();
+  });
+}
+
+std::int64_t Store::DataVersion() {
+  return Wrap("read data_version", [&] {
+    StatementUse q(impl_->Prepare(sql::kDataVersion));
+    q->executeStep();
+    return q->getColumn(0).getInt64();
+  });
+}
+
+Limits Store::GetLimits() {
+  return Wrap("read limits", [&] {
+    StatementUse q(impl_->Prepare(sql::kGetLimits));
+    Limits limits;
+    if (q->executeStep()) {
+      limits.max_payload_bytes = q->getColumn(0).getInt64();
+      limits.max_pending = q->getColumn(1).getInt64();
+      limits.max_db_bytes = q->getColumn(2).getInt64();
+    }
+    return limits;
+  });
+}
+
+void Store::SetLimits(const Limits& limits) {
+  if (limits.max_payload_bytes < 0) {
+    throw std::invalid_argument("limits.max_payload_bytes: expected 0 (no limit) or more");
+  }
+  if (limits.max_pending < 0) {
+    throw std::invalid_argument("limits.max_pending: expected 0 (no limit) or more");
+  }
+  if (limits.max_db_bytes < 0) {
+    throw std::invalid_argument("limits.max_db_bytes: expected 0 (no limit) or more");
+  }
+  Wrap("write limits", [&] {
+    StatementUse q(impl_->Prepare(sql::kSetLimits));
+    q->bind(1, limits.max_payload_bytes);
+    q->bind(2, limits.max_pending);
+    q->bind(3, limits.max_db_bytes);
+    q->exec();
+  });
+}
+
+}  // namespace outbox::store

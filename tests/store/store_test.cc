@@ -1,0 +1,497 @@
+#include <SQLiteCpp/Database.h>
+#include <gtest/gtest.h>
+
+#include <algorithm>
+
+#include "../common/temp_dir.h"
+#include "outbox/store.h"
+
+namespace outbox::store {
+namespace {
+
+using outbox::testing::TempDir;
+
+constexpr std::int64_t kNow = 1'700'000'000'000;
+constexpr std::int64_t kLease = 60'000;
+constexpr std::int64_t kCap = 86'400'000;
+
+Options Memory() {
+  Options options;
+  options.path = ":memory:";
+  options.create = true;
+  return options;
+}
+
+class StoreTest : public ::testing::Test {
+ protected:
+  StoreTest() : store_(Memory()) {}
+
+  // Inserts with plain SQL, as another application would, due at `due`.
+  std::int64_t Insert(const std::string& topic, const std::string& key, std::int64_t due = kNow,
+                      std::int64_t created = kNow) {
+    SQLite::Statement q(store_.connection(),
+                        "INSERT INTO outbox(topic, msg_key, payload, next_attempt_at, "
+                        "created_at, updated_at) VALUES(?, ?, 'p', ?, ?, ?)");
+    q.bind(1, topic);
+    q.bind(2, key);
+    q.bind(3, due);
+    q.bind(4, created);
+    q.bind(5, created);
+    q.exec();
+    return store_.connection().getLastInsertRowid();
+  }
+
+  Row Get(std::int64_t id) { return *store_.Get(id); }
+
+  Lease Claim(std::int64_t id, std::string_view owner = "me") {
+    auto claimed = store_.ClaimById(id, owner, kNow + kLease, kNow);
+    EXPECT_TRUE(claimed);
+    return claimed ? claimed->lease : Lease{};
+  }
+
+  std::vector<std::int64_t> Ids(const std::vector<Claimed>& claimed) {
+    std::vector<std::int64_t> ids;
+    for (const auto& c : claimed) ids.push_back(c.lease.id);
+    return ids;
+  }
+
+  Store store_;
+};
+
+TEST_F(StoreTest, ClaimByIdTakesOnlyPendingRows) {
+  const auto id = Insert("t", "a");
+  auto claimed = store_.ClaimById(id, "me", kNow + kLease, kNow);
+  ASSERT_TRUE(claimed);
+  EXPECT_EQ(claimed->topic, "t");
+  const Row row = Get(id);
+  EXPECT_EQ(row.status, Status::kInFlight);
+  EXPECT_EQ(row.lease_owner, "me");
+  EXPECT_EQ(row.lease_token, claimed->lease.token);
+  EXPECT_EQ(row.lease_expires_at, kNow + kLease);
+  EXPECT_EQ(row.last_attempt_at, kNow);
+  EXPECT_FALSE(store_.ClaimById(id, "other", kNow + kLease, kNow));
+  EXPECT_FALSE(store_.ClaimById(id + 100, "me", kNow + kLease, kNow));
+}
+
+TEST_F(StoreTest, ClaimDueOrdersByDueTimeThenIdWithinTheLimit) {
+  const auto late = Insert("t", "late", kNow - 10);
+  const auto early = Insert("t", "early", kNow - 1000);
+  const auto tie_a = Insert("t", "tie-a", kNow - 500);
+  const auto tie_b = Insert("t", "tie-b", kNow - 500);
+  Insert("t", "future", kNow + 5000);
+  auto first = store_.ClaimDue("t", "me", kNow + kLease, kNow, 2, kCap);
+  auto ids = Ids(first);
+  std::sort(ids.begin(), ids.end());
+  std::vector<std::int64_t> expected{early, tie_a};
+  std::sort(expected.begin(), expected.end());
+  EXPECT_EQ(ids, expected);
+  auto second = store_.ClaimDue("t", "me", kNow + kLease, kNow, 10, kCap);
+  ids = Ids(second);
+  std::sort(ids.begin(), ids.end());
+  expected = {tie_b, late};
+  std::sort(expected.begin(), expected.end());
+  EXPECT_EQ(ids, expected);
+  EXPECT_TRUE(store_.ClaimDue("t", "me", kNow + kLease, kNow, 10, kCap).empty());
+}
+
+TEST_F(StoreTest, ClaimDueStaysWithinItsTopic) {
+  Insert("a", "1");
+  const auto b = Insert("b", "1");
+  auto claimed = store_.ClaimDue("b", "me", kNow + kLease, kNow, 10, kCap);
+  ASSERT_EQ(claimed.size(), 1u);
+  EXPECT_EQ(claimed[0].lease.id, b);
+  EXPECT_EQ(claimed[0].topic, "b");
+}
+
+TEST_F(StoreTest, RowsScheduledBeforeTheClockJumpedBackAreDue) {
+  const auto stuck = Insert("t", "stuck", kNow + 10 * kCap);
+  Insert("t", "later", kNow + 1000);
+  auto claimed = store_.ClaimDue("t", "me", kNow + kLease, kNow, 10, kCap);
+  ASSERT_EQ(claimed.size(), 1u);
+  EXPECT_EQ(claimed[0].lease.id, stuck);
+}
+
+TEST_F(StoreTest, CompleteNeedsTheCurrentLease) {
+  const auto id = Insert("t", "a");
+  const Lease lease = Claim(id);
+  EXPECT_FALSE(store_.Complete({id, lease.token + 1}, kNow));
+  EXPECT_EQ(Get(id).status, Status::kInFlight);
+  EXPECT_TRUE(store_.Complete(lease, kNow + 5));
+  const Row row = Get(id);
+  EXPECT_EQ(row.status, Status::kDelivered);
+  EXPECT_EQ(row.updated_at, kNow + 5);
+  EXPECT_FALSE(row.lease_owner);
+  EXPECT_FALSE(store_.Complete(lease, kNow + 6));  // a duplicate report changes nothing
+}
+
+TEST_F(StoreTest, StaleWorkerChangesNothingAfterRecycleAndReclaim) {
+  const auto id = Insert("t", "a");
+  const Lease stale = Claim(id, "slow-agent");
+  EXPECT_EQ(store_.RecycleExpired(kNow + kLease + 1, kLease, 100), 1);
+  auto fresh = store_.ClaimById(id, "other-agent", kNow + 3 * kLease, kNow + kLease + 2);
+  ASSERT_TRUE(fresh);
+  EXPECT_NE(fresh->lease.token, stale.token);
+  EXPECT_FALSE(store_.Complete(stale, kNow + kLease + 3));
+  EXPECT_FALSE(store_.Reschedule(stale, true, kNow, "late", kNow + kLease + 3));
+  EXPECT_FALSE(store_.MarkDead(stale, true, "late", kNow + kLease + 3));
+  EXPECT_FALSE(store_.Revert(stale, kNow + kLease + 3));
+  const Row row = Get(id);
+  EXPECT_EQ(row.status, Status::kInFlight);
+  EXPECT_EQ(row.lease_owner, "other-agent");
+  EXPECT_EQ(row.attempts, 0);
+}
+
+TEST_F(StoreTest, RescheduleCountsAnAttemptOnlyWhenAsked) {
+  const auto id = Insert("t", "a");
+  EXPECT_TRUE(store_.Reschedule(Claim(id), true, kNow + 1000, "HTTP 500", kNow));
+  Row row = Get(id);
+  EXPECT_EQ(row.status, Status::kPending);
+  EXPECT_EQ(row.attempts, 1);
+  EXPECT_EQ(row.next_attempt_at, kNow + 1000);
+  EXPECT_EQ(row.last_error, "HTTP 500");
+  EXPECT_FALSE(row.lease_owner);
+  store_.connection().exec("UPDATE outbox SET next_attempt_at = 0");
+  EXPECT_TRUE(store_.Reschedule(Claim(id), false, kNow + 2000, "endpoint down", kNow));
+  row = Get(id);
+  EXPECT_EQ(row.attempts, 1);
+  EXPECT_EQ(row.last_error, "endpoint down");
+}
+
+TEST_F(StoreTest, RescheduleAndDeadNeedAnInFlightRow) {
+  const auto id = Insert("t", "a");
+  EXPECT_FALSE(store_.Reschedule({id, 0}, true, kNow, "x", kNow));
+  EXPECT_FALSE(store_.MarkDead({id, 0}, true, "x", kNow));
+  EXPECT_FALSE(store_.Revert({id, 0}, kNow));
+  EXPECT_EQ(Get(id).status, Status::kPending);
+}
+
+TEST_F(StoreTest, MarkDeadRecordsTheError) {
+  const auto id = Insert("t", "a");
+  EXPECT_TRUE(store_.MarkDead(Claim(id), true, "HTTP 422: bad order", kNow));
+  const Row row = Get(id);
+  EXPECT_EQ(row.status, Status::kDead);
+  EXPECT_EQ(row.attempts, 1);
+  EXPECT_EQ(row.last_error, "HTTP 422: bad order");
+}
+
+TEST_F(StoreTest, RevertReturnsTheRowWithoutCountingAnAttempt) {
+  const auto id = Insert("t", "a", kNow - 100);
+  EXPECT_TRUE(store_.Revert(Claim(id), kNow + 7));
+  const Row row = Get(id);
+  EXPECT_EQ(row.status, Status::kPending);
+  EXPECT_EQ(row.attempts, 0);
+  EXPECT_EQ(row.next_attempt_at, kNow + 7);
+}
+
+TEST_F(StoreTest, RecycleOnlyAfterTheLeaseExpires) {
+  const auto id = Insert("t", "a");
+  Claim(id);
+  EXPECT_EQ(store_.RecycleExpired(kNow + kLease - 1, kLease, 100), 0);
+  EXPECT_EQ(Get(id).status, Status::kInFlight);
+  EXPECT_EQ(store_.RecycleExpired(kNow + kLease, kLease, 100), 1);
+  const Row row = Get(id);
+  EXPECT_EQ(row.status, Status::kPending);
+  EXPECT_EQ(row.attempts, 0);
+}
+
+TEST_F(StoreTest, RecycleTreatsLeasesFromBeforeABackwardsJumpAsExpired) {
+  const auto id = Insert("t", "a");
+  Claim(id);
+  // The clock went back a day: the lease now seems to run for a day more.
+  EXPECT_EQ(store_.RecycleExpired(kNow - kCap, kLease, 100), 1);
+  EXPECT_EQ(Get(id).status, Status::kPending);
+}
+
+TEST_F(StoreTest, TakeBackCountsACrashOnlyForARowAloneInFlight) {
+  const auto a = Insert("t", "a");
+  const auto b = Insert("t", "b");
+  Claim(a, "dead-1");
+  Claim(b, "dead-1");
+  EXPECT_EQ(store_.TakeBackOwner("dead-1", 3, kNow), 2);
+  EXPECT_EQ(Get(a).crashes, 0);
+  EXPECT_TRUE(Get(a).quarantined);
+  EXPECT_EQ(Get(a).status, Status::kPending);
+  // Quarantined rows are not claimed with the others...
+  EXPECT_TRUE(store_.ClaimDue("t", "me", kNow + kLease, kNow, 10, kCap).empty());
+  EXPECT_FALSE(store_.ClaimById(a, "me", kNow + kLease, kNow));
+  EXPECT_EQ(store_.QuarantinedCount(), 2);
+  // ...but one at a time.
+  auto one = store_.ClaimDue("t", "dead-2", kNow + kLease, kNow, 1, kCap, true);
+  ASSERT_EQ(one.size(), 1u);
+  EXPECT_EQ(store_.TakeBackOwner("dead-2", 3, kNow), 1);
+  EXPECT_EQ(Get(one[0].lease.id).crashes, 1);
+}
+
+TEST_F(StoreTest, CrashBudgetKillsThePoisonRow) {
+  const auto id = Insert("t", "poison");
+  for (int crash = 1; crash <= 3; ++crash) {
+    auto claimed = store_.ClaimDue("t", "agent", kNow + kLease, kNow, 1, kCap, crash > 1);
+    ASSERT_EQ(claimed.size(), 1u) << crash;
+    store_.TakeBackOwner("agent", 3, kNow);
+  }
+  const Row row = Get(id);
+  EXPECT_EQ(row.status, Status::kDead);
+  EXPECT_EQ(row.crashes, 3);
+  ASSERT_TRUE(row.last_error);
+  EXPECT_NE(row.last_error->find("crash budget"), std::string::npos);
+}
+
+TEST_F(StoreTest, CompletingAQuarantinedRowClearsTheQuarantine) {
+  const auto id = Insert("t", "a");
+  Claim(id, "dead");
+  store_.TakeBackOwner("dead", 3, kNow);
+  auto claimed = store_.ClaimDue("t", "me", kNow + kLease, kNow, 1, kCap, true);
+  ASSERT_EQ(claimed.size(), 1u);
+  EXPECT_TRUE(store_.Complete(claimed[0].lease, kNow));
+  EXPECT_FALSE(Get(id).quarantined);
+  EXPECT_EQ(store_.QuarantinedCount(), 0);
+}
+
+TEST_F(StoreTest, LeaseOwnersListsEachOwnerOnce) {
+  Claim(Insert("t", "a"), "x");
+  Claim(Insert("t", "b"), "x");
+  Claim(Insert("t", "c"), "y");
+  auto owners = store_.LeaseOwners();
+  std::sort(owners.begin(), owners.end());
+  EXPECT_EQ(owners, (std::vector<std::string>{"x", "y"}));
+}
+
+TEST_F(StoreTest, OperatorRetryTouchesOnlyDeadRowsAndResetsTheBudget) {
+  const auto dead = Insert("t", "dead");
+  store_.MarkDead(Claim(dead), true, "boom", kNow);
+  store_.connection().exec("UPDATE outbox SET attempts = 8 WHERE id = " + std::to_string(dead));
+  const auto pending = Insert("t", "pending");
+  const auto delivered = Insert("t", "delivered");
+  store_.Complete(Claim(delivered), kNow);
+  const auto other_dead = Insert("u", "dead");
+  store_.MarkDead(Claim(other_dead), true, "boom", kNow);
+
+  DeadSelector by_topic;
+  by_topic.topic = "t";
+  EXPECT_EQ(store_.RetryDead(by_topic, "operator", kNow + 10), 1);
+  const Row row = Get(dead);
+  EXPECT_EQ(row.status, Status::kPending);
+  EXPECT_EQ(row.attempts, 0);
+  EXPECT_EQ(row.next_attempt_at, kNow + 10);
+  EXPECT_EQ(row.operator_retries, 1);
+  EXPECT_EQ(Get(pending).status, Status::kPending);
+  EXPECT_EQ(Get(delivered).status, Status::kDelivered);
+  EXPECT_EQ(Get(other_dead).status, Status::kDead);
+
+  SQLite::Statement audit(store_.connection(),
+                          "SELECT actor, action, row_id FROM outbox_audit");
+  ASSERT_TRUE(audit.executeStep());
+  EXPECT_EQ(audit.getColumn(0).getString(), "operator");
+  EXPECT_EQ(audit.getColumn(1).getString(), "retry");
+  EXPECT_EQ(audit.getColumn(2).getInt64(), dead);
+
+  DeadSelector all;
+  all.all = true;
+  EXPECT_EQ(store_.RetryDead(all, "operator", kNow), 1);
+  EXPECT_EQ(Get(other_dead).status, Status::kPending);
+}
+
+TEST_F(StoreTest, SelectorMustChooseExactlyOne) {
+  DeadSelector none;
+  EXPECT_THROW(store_.RetryDead(none, "op", kNow), std::invalid_argument);
+  DeadSelector two;
+  two.id = 1;
+  two.all = true;
+  EXPECT_THROW(store_.PurgeDead(two, 10), std::invalid_argument);
+}
+
+TEST_F(StoreTest, PurgeDeliveredKeepsEverythingElse) {
+  const auto old_delivered = Insert("t", "old");
+  store_.Complete(Claim(old_delivered), kNow - 10'000);
+  const auto new_delivered = Insert("t", "new");
+  store_.Complete(Claim(new_delivered), kNow);
+  const auto pending = Insert("t", "pending", kNow, kNow - 50'000);
+  const auto in_flight = Insert("t", "in-flight");
+  Claim(in_flight);
+  const auto dead = Insert("t", "dead");
+  store_.MarkDead(Claim(dead), true, "x", kNow - 50'000);
+
+  EXPECT_EQ(store_.PeekDelivered(kNow - 1, 10).size(), 1u);
+  EXPECT_EQ(store_.PurgeDelivered(kNow - 1, 10), 1);
+  EXPECT_FALSE(store_.Get(old_delivered));
+  EXPECT_TRUE(store_.Get(new_delivered));
+  // A cutoff in the future purges every delivered row and nothing else.
+  EXPECT_EQ(store_.PurgeDelivered(kNow + 1, 10), 1);
+  EXPECT_TRUE(store_.Get(pending));
+  EXPECT_TRUE(store_.Get(in_flight));
+  EXPECT_TRUE(store_.Get(dead));
+}
+
+TEST_F(StoreTest, PurgeRunsInBoundedBatches) {
+  for (int i = 0; i < 25; ++i) store_.Complete(Claim(Insert("t", std::to_string(i))), kNow);
+  EXPECT_EQ(store_.PurgeDelivered(kNow + 1, 10), 10);
+  EXPECT_EQ(store_.PurgeDelivered(kNow + 1, 10), 10);
+  EXPECT_EQ(store_.PurgeDelivered(kNow + 1, 10), 5);
+  EXPECT_EQ(store_.PurgeDelivered(kNow + 1, 10), 0);
+}
+
+TEST_F(StoreTest, PurgeDeadTouchesOnlySelectedDeadRows) {
+  const auto dead_a = Insert("a", "1");
+  store_.MarkDead(Claim(dead_a), true, "x", kNow);
+  const auto dead_b = Insert("b", "1");
+  store_.MarkDead(Claim(dead_b), true, "x", kNow);
+  const auto delivered = Insert("a", "2");
+  store_.Complete(Claim(delivered), kNow);
+  const auto pending = Insert("a", "3");
+
+  DeadSelector by_id;
+  by_id.id = pending;  // not dead: nothing happens
+  EXPECT_EQ(store_.PurgeDead(by_id, 100), 0);
+  DeadSelector by_topic;
+  by_topic.topic = "a";
+  EXPECT_EQ(store_.PurgeDead(by_topic, 100), 1);
+  EXPECT_FALSE(store_.Get(dead_a));
+  EXPECT_TRUE(store_.Get(dead_b));
+  EXPECT_TRUE(store_.Get(delivered));
+  EXPECT_TRUE(store_.Get(pending));
+}
+
+TEST_F(StoreTest, StatsCountPerTopicAndStatus) {
+  Insert("a", "1", kNow, kNow - 5000);
+  Insert("a", "2", kNow, kNow - 1000);
+  store_.MarkDead(Claim(Insert("a", "3")), true, "x", kNow);
+  store_.Complete(Claim(Insert("b", "1")), kNow);
+  const Stats stats = store_.GetStats();
+  ASSERT_EQ(stats.counts.size(), 3u);
+  EXPECT_EQ(stats.counts[0].topic, "a");
+  EXPECT_EQ(stats.counts[0].status, Status::kPending);
+  EXPECT_EQ(stats.counts[0].count, 2);
+  EXPECT_EQ(stats.counts[0].oldest_created_at, kNow - 5000);
+  EXPECT_EQ(stats.counts[1].status, Status::kDead);
+  EXPECT_EQ(stats.counts[2].topic, "b");
+  EXPECT_EQ(stats.counts[2].status, Status::kDelivered);
+  EXPECT_EQ(stats.undelivered, 3);
+  EXPECT_GT(stats.db_bytes, 0);
+}
+
+TEST_F(StoreTest, UndeliveredCounterFollowsEveryTransition) {
+  const auto a = Insert("t", "a");
+  const auto b = Insert("t", "b");
+  EXPECT_EQ(store_.GetStats().undelivered, 2);
+  store_.Complete(Claim(a), kNow);
+  EXPECT_EQ(store_.GetStats().undelivered, 1);
+  store_.MarkDead(Claim(b), true, "x", kNow);
+  EXPECT_EQ(store_.GetStats().undelivered, 1);
+  DeadSelector all;
+  all.all = true;
+  store_.PurgeDead(all, 10);
+  store_.PurgeDelivered(kNow + 1, 10);
+  EXPECT_EQ(store_.GetStats().undelivered, 0);
+}
+
+TEST_F(StoreTest, PendingTopicsListsEachTopicWithPendingRows) {
+  Insert("b", "1");
+  Insert("a", "1");
+  Insert("a", "2");
+  store_.Complete(Claim(Insert("c", "1")), kNow);
+  EXPECT_EQ(store_.PendingTopics(), (std::vector<std::string>{"a", "b"}));
+}
+
+TEST_F(StoreTest, ListFiltersByStatusAndTopic) {
+  Insert("a", "1");
+  const auto dead = Insert("a", "2");
+  store_.MarkDead(Claim(dead), true, "x", kNow);
+  Insert("b", "1");
+  ListFilter filter;
+  filter.status = Status::kDead;
+  auto rows = store_.List(filter);
+  ASSERT_EQ(rows.size(), 1u);
+  EXPECT_EQ(rows[0].id, dead);
+  filter = ListFilter{};
+  filter.topic = "a";
+  EXPECT_EQ(store_.List(filter).size(), 2u);
+  filter.limit = 1;
+  EXPECT_EQ(store_.List(filter).size(), 1u);
+}
+
+TEST_F(StoreTest, TransitionsShareOneWriteTransaction) {
+  const auto a = Insert("t", "a");
+  const auto b = Insert("t", "b");
+  {
+    Store::WriteTransaction txn(store_);
+    store_.Complete(Claim(a), kNow);
+    store_.Reschedule(Claim(b), true, kNow + 1, "x", kNow);
+    // Destroyed without Commit: everything rolls back together.
+  }
+  EXPECT_EQ(Get(a).status, Status::kPending);
+  EXPECT_EQ(Get(b).attempts, 0);
+  {
+    Store::WriteTransaction txn(store_);
+    store_.Complete(Claim(a), kNow);
+    store_.Reschedule(Claim(b), true, kNow + 1, "x", kNow);
+    txn.Commit();
+  }
+  EXPECT_EQ(Get(a).status, Status::kDelivered);
+  EXPECT_EQ(Get(b).attempts, 1);
+}
+
+TEST_F(StoreTest, MaxDbBytesRefusesInserts) {
+  Limits limits;
+  limits.max_db_bytes = 1;  // any database is larger
+  store_.SetLimits(limits);
+  try {
+    Insert("t", "a");
+    FAIL() << "expected the trigger to refuse";
+  } catch (const SQLite::Exception& e) {
+    EXPECT_NE(std::string(e.what()).find("max_db_bytes"), std::string::npos);
+  }
+  EXPECT_THROW(store_.SetLimits(Limits{-1, 0, 0}), std::invalid_argument);
+}
+
+TEST_F(StoreTest, HostileRowValuesAreReadWithoutCrashing) {
+  store_.connection().exec(
+      "INSERT INTO outbox(topic, msg_key, payload, attempts, max_attempts, backoff,"
+      " next_attempt_at) VALUES('t', 'k', x'00ff', -3, 999999999999, 'sideways', -5)");
+  const Row row = Get(1);
+  EXPECT_EQ(row.attempts, -3);
+  EXPECT_FALSE(row.retry.backoff);
+  EXPECT_EQ(row.payload, std::string("\0\xff", 2));
+  auto claimed = store_.ClaimDue("t", "me", kNow + kLease, kNow, 10, kCap);
+  EXPECT_EQ(claimed.size(), 1u);
+}
+
+// Two connections on one file, as the application and the agent have.
+TEST(StoreFile, RowsCommittedByAnotherConnectionAreClaimable) {
+  TempDir dir;
+  Options options;
+  options.path = dir.File("app.db");
+  options.create = true;
+  Store agent(options);
+  SQLite::Database app(options.path, SQLite::OPEN_READWRITE);
+  Producer producer(app);
+  const std::int64_t version = agent.DataVersion();
+  app.exec("BEGIN IMMEDIATE");
+  const auto id = producer.Enqueue({"t", "k", "payload", "", {}}).id;
+  // Not visible before the commit.
+  EXPECT_FALSE(agent.Get(id));
+  app.exec("COMMIT");
+  EXPECT_NE(agent.DataVersion(), version);
+  auto claimed = agent.ClaimById(id, "agent", kNow + kLease, kNow);
+  ASSERT_TRUE(claimed);
+  EXPECT_EQ(agent.GetLeased(claimed->lease)->payload, "payload");
+}
+
+TEST(StoreFile, ASecondWriterWaitsForTheFirst) {
+  TempDir dir;
+  Options options;
+  options.path = dir.File("app.db");
+  options.create = true;
+  Store first(options);
+  options.busy_timeout_ms = 50;
+  Store second(options);
+  Store::WriteTransaction hold(first);
+  try {
+    Store::WriteTransaction blocked(second);
+    FAIL() << "expected SQLITE_BUSY";
+  } catch (const StoreError& e) {
+    EXPECT_EQ(e.sqlite_code() & 0xff, 5 /* SQLITE_BUSY */);
+  }
+}
+
+}  // namespace
+}  // namespace outbox::store
