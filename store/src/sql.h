@@ -165,7 +165,7 @@ inline constexpr char kSetLimits[] =
 
 #define OUTBOX_CLAIM_SET                                                       \
   "UPDATE outbox SET status = 3, lease_owner = ?2, lease_token = lease_token + 1," \
-  " lease_expires_at = ?3, last_attempt_at = ?4, updated_at = ?4"
+  " lease_expires_at = ?3, updated_at = ?4"
 
 // ?1 id, ?2 owner, ?3 lease_expires_at, ?4 now
 inline constexpr char kClaimById[] =
@@ -173,9 +173,9 @@ inline constexpr char kClaimById[] =
     " RETURNING lease_token, topic";
 
 // A wall clock that jumped back leaves next_attempt_at absurdly far ahead;
-// such rows are made due now before the claim (an index range, usually empty).
+// such rows are made due now (an index range, usually empty).
 // ?1 topic, ?2 now, ?3 now + max interval
-inline constexpr char kUnstickFuture[] =
+inline constexpr char kMakeDueIfFarAhead[] =
     "UPDATE outbox SET next_attempt_at = ?2"
     " WHERE status = 0 AND topic = ?1 AND next_attempt_at > ?3";
 
@@ -190,6 +190,10 @@ inline constexpr char kClaimDue[] =
     "  WHERE status = 0 AND topic = ?1 AND next_attempt_at <= ?4 AND quarantined = 0"
     "  ORDER BY next_attempt_at, id LIMIT ?5)"
     " RETURNING id, lease_token";
+// ?1 topic, ?2 now
+inline constexpr char kHasDue[] =
+    "SELECT EXISTS(SELECT 1 FROM outbox"
+    " WHERE status = 0 AND topic = ?1 AND next_attempt_at <= ?2 AND quarantined = 0)";
 // Served by the partial index outbox_quarantine.
 inline constexpr char kClaimQuarantined[] =
     OUTBOX_CLAIM_SET
@@ -208,18 +212,18 @@ inline constexpr char kComplete[] =
 inline constexpr char kReschedule[] =
     "UPDATE outbox SET status = 0, attempts = attempts + ?4, next_attempt_at = ?5,"
     " last_error = ?6, lease_owner = NULL, lease_expires_at = NULL,"
-    " quarantined = 0, updated_at = ?3"
+    " quarantined = 0, last_attempt_at = ?3, updated_at = ?3"
     " WHERE id = ?1 AND status = 3 AND lease_token = ?2";
 
 // ?1 id, ?2 token, ?3 now, ?4 attempts increment, ?5 error
 inline constexpr char kMarkDead[] =
     "UPDATE outbox SET status = 2, attempts = attempts + ?4, last_error = ?5,"
-    " lease_owner = NULL, lease_expires_at = NULL, quarantined = 0, updated_at = ?3"
+    " lease_owner = NULL, lease_expires_at = NULL, quarantined = 0,"
+    " last_attempt_at = ?3, updated_at = ?3"
     " WHERE id = ?1 AND status = 3 AND lease_token = ?2";
 
 // A revert hands the row back as it was before the claim: due now, nothing
-// counted. last_attempt_at keeps the claim time; the send never started, so
-// outage accounting treating it as an attempt only makes it more lenient.
+// counted, last_attempt_at untouched (the send never started).
 // ?1 id, ?2 token, ?3 now
 inline constexpr char kRevert[] =
     "UPDATE outbox SET status = 0, next_attempt_at = ?3, lease_owner = NULL,"

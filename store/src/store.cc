@@ -279,17 +279,10 @@ std::optional<Claimed> Store::ClaimById(std::int64_t id, std::string_view owner,
 
 std::vector<Claimed> Store::ClaimDue(std::string_view topic, std::string_view owner,
                                      std::int64_t lease_expires_at, std::int64_t now, int limit,
-                                     std::int64_t max_interval_ms, bool quarantined_only) {
+                                     bool quarantined_only) {
   if (limit < 1) throw std::invalid_argument("limit: expected a positive integer");
   return Wrap("claim due rows", [&] {
     const std::string topic_text(topic);
-    {
-      StatementUse unstick(impl_->Prepare(sql::kUnstickFuture));
-      unstick->bind(1, topic_text);
-      unstick->bind(2, now);
-      unstick->bind(3, now + std::max<std::int64_t>(max_interval_ms, 0));
-      unstick->exec();
-    }
     StatementUse q(impl_->Prepare(quarantined_only ? sql::kClaimQuarantined : sql::kClaimDue));
     q->bind(1, topic_text);
     q->bind(2, std::string(owner));
@@ -305,6 +298,17 @@ std::vector<Claimed> Store::ClaimDue(std::string_view topic, std::string_view ow
     std::sort(claimed.begin(), claimed.end(),
               [](const Claimed& a, const Claimed& b) { return a.lease.id < b.lease.id; });
     return claimed;
+  });
+}
+
+int Store::MakeDueIfFarAhead(std::string_view topic, std::int64_t now,
+                             std::int64_t max_interval_ms) {
+  return Wrap("make far-ahead rows due", [&] {
+    StatementUse q(impl_->Prepare(sql::kMakeDueIfFarAhead));
+    q->bind(1, std::string(topic));
+    q->bind(2, now);
+    q->bind(3, now + std::max<std::int64_t>(max_interval_ms, 0));
+    return q->exec();
   });
 }
 
@@ -531,6 +535,16 @@ std::vector<std::string> Store::PendingTopics() {
     std::vector<std::string> topics;
     while (q->executeStep()) topics.push_back(q->getColumn(0).getString());
     return topics;
+  });
+}
+
+bool Store::HasDue(std::string_view topic, std::int64_t now) {
+  return Wrap("look for due rows", [&] {
+    StatementUse q(impl_->Prepare(sql::kHasDue));
+    q->bind(1, std::string(topic));
+    q->bind(2, now);
+    q->executeStep();
+    return q->getColumn(0).getInt() != 0;
   });
 }
 

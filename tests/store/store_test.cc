@@ -68,7 +68,7 @@ TEST_F(StoreTest, ClaimByIdTakesOnlyPendingRows) {
   EXPECT_EQ(row.lease_owner, "me");
   EXPECT_EQ(row.lease_token, claimed->lease.token);
   EXPECT_EQ(row.lease_expires_at, kNow + kLease);
-  EXPECT_EQ(row.last_attempt_at, kNow);
+  EXPECT_FALSE(row.last_attempt_at);  // set when an attempt fails
   EXPECT_FALSE(store_.ClaimById(id, "other", kNow + kLease, kNow));
   EXPECT_FALSE(store_.ClaimById(id + 100, "me", kNow + kLease, kNow));
 }
@@ -79,25 +79,25 @@ TEST_F(StoreTest, ClaimDueOrdersByDueTimeThenIdWithinTheLimit) {
   const auto tie_a = Insert("t", "tie-a", kNow - 500);
   const auto tie_b = Insert("t", "tie-b", kNow - 500);
   Insert("t", "future", kNow + 5000);
-  auto first = store_.ClaimDue("t", "me", kNow + kLease, kNow, 2, kCap);
+  auto first = store_.ClaimDue("t", "me", kNow + kLease, kNow, 2);
   auto ids = Ids(first);
   std::sort(ids.begin(), ids.end());
   std::vector<std::int64_t> expected{early, tie_a};
   std::sort(expected.begin(), expected.end());
   EXPECT_EQ(ids, expected);
-  auto second = store_.ClaimDue("t", "me", kNow + kLease, kNow, 10, kCap);
+  auto second = store_.ClaimDue("t", "me", kNow + kLease, kNow, 10);
   ids = Ids(second);
   std::sort(ids.begin(), ids.end());
   expected = {tie_b, late};
   std::sort(expected.begin(), expected.end());
   EXPECT_EQ(ids, expected);
-  EXPECT_TRUE(store_.ClaimDue("t", "me", kNow + kLease, kNow, 10, kCap).empty());
+  EXPECT_TRUE(store_.ClaimDue("t", "me", kNow + kLease, kNow, 10).empty());
 }
 
 TEST_F(StoreTest, ClaimDueStaysWithinItsTopic) {
   Insert("a", "1");
   const auto b = Insert("b", "1");
-  auto claimed = store_.ClaimDue("b", "me", kNow + kLease, kNow, 10, kCap);
+  auto claimed = store_.ClaimDue("b", "me", kNow + kLease, kNow, 10);
   ASSERT_EQ(claimed.size(), 1u);
   EXPECT_EQ(claimed[0].lease.id, b);
   EXPECT_EQ(claimed[0].topic, "b");
@@ -106,7 +106,10 @@ TEST_F(StoreTest, ClaimDueStaysWithinItsTopic) {
 TEST_F(StoreTest, RowsScheduledBeforeTheClockJumpedBackAreDue) {
   const auto stuck = Insert("t", "stuck", kNow + 10 * kCap);
   Insert("t", "later", kNow + 1000);
-  auto claimed = store_.ClaimDue("t", "me", kNow + kLease, kNow, 10, kCap);
+  EXPECT_FALSE(store_.HasDue("t", kNow));
+  EXPECT_EQ(store_.MakeDueIfFarAhead("t", kNow, kCap), 1);
+  EXPECT_TRUE(store_.HasDue("t", kNow));
+  auto claimed = store_.ClaimDue("t", "me", kNow + kLease, kNow, 10);
   ASSERT_EQ(claimed.size(), 1u);
   EXPECT_EQ(claimed[0].lease.id, stuck);
 }
@@ -148,6 +151,7 @@ TEST_F(StoreTest, RescheduleCountsAnAttemptOnlyWhenAsked) {
   EXPECT_EQ(row.status, Status::kPending);
   EXPECT_EQ(row.attempts, 1);
   EXPECT_EQ(row.next_attempt_at, kNow + 1000);
+  EXPECT_EQ(row.last_attempt_at, kNow);
   EXPECT_EQ(row.last_error, "HTTP 500");
   EXPECT_FALSE(row.lease_owner);
   store_.connection().exec("UPDATE outbox SET next_attempt_at = 0");
@@ -212,11 +216,11 @@ TEST_F(StoreTest, TakeBackCountsACrashOnlyForARowAloneInFlight) {
   EXPECT_TRUE(Get(a).quarantined);
   EXPECT_EQ(Get(a).status, Status::kPending);
   // Quarantined rows are not claimed with the others...
-  EXPECT_TRUE(store_.ClaimDue("t", "me", kNow + kLease, kNow, 10, kCap).empty());
+  EXPECT_TRUE(store_.ClaimDue("t", "me", kNow + kLease, kNow, 10).empty());
   EXPECT_FALSE(store_.ClaimById(a, "me", kNow + kLease, kNow));
   EXPECT_EQ(store_.QuarantinedCount(), 2);
   // ...but one at a time.
-  auto one = store_.ClaimDue("t", "dead-2", kNow + kLease, kNow, 1, kCap, true);
+  auto one = store_.ClaimDue("t", "dead-2", kNow + kLease, kNow, 1, true);
   ASSERT_EQ(one.size(), 1u);
   EXPECT_EQ(store_.TakeBackOwner("dead-2", 3, kNow), 1);
   EXPECT_EQ(Get(one[0].lease.id).crashes, 1);
@@ -225,7 +229,7 @@ TEST_F(StoreTest, TakeBackCountsACrashOnlyForARowAloneInFlight) {
 TEST_F(StoreTest, CrashBudgetKillsThePoisonRow) {
   const auto id = Insert("t", "poison");
   for (int crash = 1; crash <= 3; ++crash) {
-    auto claimed = store_.ClaimDue("t", "agent", kNow + kLease, kNow, 1, kCap, crash > 1);
+    auto claimed = store_.ClaimDue("t", "agent", kNow + kLease, kNow, 1, crash > 1);
     ASSERT_EQ(claimed.size(), 1u) << crash;
     store_.TakeBackOwner("agent", 3, kNow);
   }
@@ -240,7 +244,7 @@ TEST_F(StoreTest, CompletingAQuarantinedRowClearsTheQuarantine) {
   const auto id = Insert("t", "a");
   Claim(id, "dead");
   store_.TakeBackOwner("dead", 3, kNow);
-  auto claimed = store_.ClaimDue("t", "me", kNow + kLease, kNow, 1, kCap, true);
+  auto claimed = store_.ClaimDue("t", "me", kNow + kLease, kNow, 1, true);
   ASSERT_EQ(claimed.size(), 1u);
   EXPECT_TRUE(store_.Complete(claimed[0].lease, kNow));
   EXPECT_FALSE(Get(id).quarantined);
@@ -451,7 +455,7 @@ TEST_F(StoreTest, HostileRowValuesAreReadWithoutCrashing) {
   EXPECT_EQ(row.attempts, -3);
   EXPECT_FALSE(row.retry.backoff);
   EXPECT_EQ(row.payload, std::string("\0\xff", 2));
-  auto claimed = store_.ClaimDue("t", "me", kNow + kLease, kNow, 10, kCap);
+  auto claimed = store_.ClaimDue("t", "me", kNow + kLease, kNow, 10);
   EXPECT_EQ(claimed.size(), 1u);
 }
 

@@ -248,7 +248,7 @@ struct Row {
   std::optional<std::string> last_error;
   std::int64_t created_at = 0;
   std::int64_t updated_at = 0;
-  // When the previous attempt started; nullopt before the first one.
+  // When the previous attempt failed; nullopt before the first failure.
   std::optional<std::int64_t> last_attempt_at;
   // Crashes of the agent while this row was alone in flight.
   int crashes = 0;
@@ -332,19 +332,22 @@ class Store {
                                    std::int64_t now);
 
   // Claims up to `limit` due rows of one topic, oldest next_attempt_at first
-  // (ties by id). Rows whose next_attempt_at lies more than
-  // `max_interval_ms` ahead count as due (the clock jumped back). With
-  // `quarantined_only`, claims only rows taken back from a dead agent.
+  // (ties by id). Quarantined rows (taken back from a crashed agent) are
+  // claimed only with `quarantined_only`, which claims nothing else.
   std::vector<Claimed> ClaimDue(std::string_view topic, std::string_view owner,
-                                std::int64_t lease_expires_at,
-                                std::int64_t now, int limit,
-                                std::int64_t max_interval_ms,
+                                std::int64_t lease_expires_at, std::int64_t now, int limit,
                                 bool quarantined_only = false);
+  // Makes pending rows of `topic` due now whose next_attempt_at lies more
+  // than `max_interval_ms` ahead: the wall clock jumped back after they were
+  // scheduled.
+  int MakeDueIfFarAhead(std::string_view topic, std::int64_t now,
+                        std::int64_t max_interval_ms);
 
   // in flight → delivered.
   bool Complete(const Lease& lease, std::int64_t now);
   // in flight → pending, due at `next_attempt_at`; attempts + 1 when
-  // `count_attempt`. Records `error` as last_error.
+  // `count_attempt`. Records `error` as last_error and `now` as
+  // last_attempt_at (as MarkDead does).
   bool Reschedule(const Lease& lease, bool count_attempt,
                   std::int64_t next_attempt_at, std::string_view error,
                   std::int64_t now);
@@ -389,6 +392,8 @@ class Store {
   Stats GetStats();
   // Topics with at least one pending row (an index seek per topic).
   std::vector<std::string> PendingTopics();
+  // Whether `topic` has a pending, due, unquarantined row (a cheap read).
+  bool HasDue(std::string_view topic, std::int64_t now);
   // Rows pending and quarantined.
   std::int64_t QuarantinedCount();
   // PRAGMA data_version: changes when another connection commits.

@@ -1,0 +1,319 @@
+// outbox/agent.h: the runtime that delivers outbox rows.
+//
+// An Agent owns its threads and its own SQLite connections:
+//  - a writer thread that applies every state change (claims, completions,
+//    reschedules) in few transactions (group commit);
+//  - a sweeper thread that recycles expired leases and claims due rows of the
+//    topics that can send now;
+//  - per route, a bounded pool of worker threads that read a row just before
+//    sending it and hand the outcome back to the writer;
+//  - optionally a watcher that notices commits of other processes.
+// Every thread is joined by Stop() (or the destructor). After a clean stop no
+// row is left in flight by this agent.
+//
+// The application enqueues through Transaction, on its own connection; ids
+// reach the agent (the eager path) only after COMMIT returned success.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "outbox/store.h"
+#include "outbox/transport.h"
+
+namespace spdlog {
+class logger;
+}
+
+namespace outbox::agent {
+
+// ---------------------------------------------------------------------------
+// Seams: time and delivery.
+
+// Wall time feeds the database (next_attempt_at, leases); monotonic time
+// drives breakers and waits inside the process. Implementations must be
+// thread-safe.
+class Clock {
+ public:
+  virtual ~Clock() = default;
+  virtual std::int64_t WallMs() = 0;
+  virtual std::chrono::steady_clock::time_point Monotonic() = 0;
+};
+std::shared_ptr<Clock> SystemClock();
+
+// One message as a handler sees it. Views are valid during the call only.
+struct Delivery {
+  std::int64_t id = 0;
+  std::string_view topic;
+  std::string_view key;
+  // Idempotency-Key: derived from the database identity, topic and key.
+  std::string_view message_id;
+  std::string_view payload;
+  const std::vector<std::pair<std::string, std::string>>* headers = nullptr;
+  int attempt = 1;  // 1 for the first try
+  std::int64_t created_at_ms = 0;
+};
+
+// A handler's verdict; the same classification as transport::Outcome.
+using Outcome = transport::Outcome;
+struct HandlerResult {
+  Outcome outcome = Outcome::kDelivered;
+  int http_status = 0;
+  bool endpoint_gone = false;                  // 410: stop sending there
+  std::optional<std::int64_t> retry_after_ms;  // the endpoint asked to wait
+  std::string error;                           // for last_error; no secrets
+};
+
+// Delivers messages of one topic (seed 000's RetryTaskHandler). Called
+// concurrently from the topic's workers, so it must be thread-safe. Must not
+// throw; an exception is caught and treated as an endpoint failure.
+class Handler {
+ public:
+  virtual ~Handler() = default;
+  // Optional pre-check: true means the effect already happened elsewhere and
+  // the message is marked delivered without sending.
+  virtual bool AlreadyDone(const Delivery& /*delivery*/) { return false; }
+  virtual HandlerResult Handle(const Delivery& delivery) = 0;
+  // Several messages at once (batch mode); one result for all of them.
+  // The default sends them one by one and reports the first failure.
+  virtual HandlerResult HandleBatch(std::span<const Delivery> deliveries);
+  // Called from another thread at the stop deadline: abort what is in flight.
+  virtual void Abort() {}
+};
+
+// ---------------------------------------------------------------------------
+// Options.
+
+struct BreakerOptions {
+  // Consecutive endpoint failures that open the breaker.
+  int failure_threshold = 5;
+  // First open period, ms; doubles on each failed probe up to max_open_ms.
+  std::int64_t open_ms = 5000;
+  std::int64_t max_open_ms = 300'000;
+};
+
+struct TopicOptions {
+  // The HTTP endpoint: URL, timeouts, headers, TLS, CloudEvents, signing,
+  // batching. Ignored when a handler is registered for the topic.
+  transport::EndpointOptions endpoint;
+  // Worker threads of this route, and its queue of claimed ids.
+  int workers = 2;
+  int queue_capacity = 1000;
+  store::RetryPolicy retry;
+  BreakerOptions breaker;
+};
+
+struct RetentionOptions {
+  // Delivered rows older than this are purged, ms. 0 = keep forever.
+  std::int64_t delivered_ms = 604'800'000;
+  // If set, purged rows are appended to this file as JSON lines (fsynced
+  // before the delete); rotated to PATH.1 at archive_max_bytes.
+  std::string archive_path;
+  std::int64_t archive_max_bytes = 64 * 1024 * 1024;
+  // How often the purge runs, ms.
+  std::int64_t interval_ms = 60'000;
+};
+
+class Metrics;
+
+struct Options {
+  // The application's SQLite file; the schema is created or migrated at start.
+  std::string db_path;
+  // Lease owner written into claimed rows. Default: host/pid/process start
+  // time/instance, which lets a later agent on this host see that the owner
+  // is gone and take its rows back at once.
+  std::string owner;
+  // Routes by topic; "*" routes every topic without its own entry. A topic
+  // with neither stays pending (counted and logged once).
+  std::map<std::string, TopicOptions, std::less<>> topics;
+  // Pause between sweeper passes, ms.
+  std::int64_t sweep_interval_ms = 1000;
+  // A claim lasts this long, ms; then another agent may take the row.
+  std::int64_t lease_timeout_ms = 180'000;
+  // Rows per claim statement of the sweeper.
+  int claim_batch = 50;
+  // Crashes while alone in flight after which a row is dead.
+  int crash_budget = 3;
+  // Written to the database at start when set (they bind every writer).
+  std::optional<store::Limits> limits;
+  RetentionOptions retention;
+  // Watch the database for commits of other processes (inotify on the
+  // directory, PRAGMA data_version to confirm; polling where inotify fails).
+  bool watch_external_commits = false;
+  // Poll interval of the watcher's fallback, ms.
+  std::int64_t watch_poll_ms = 10;
+  // PRAGMA synchronous on the agent's own connections.
+  store::Synchronous synchronous = store::Synchronous::kNormal;
+  // Seams. Null means the system clock / a logger writing to stderr.
+  std::shared_ptr<Clock> clock;
+  std::shared_ptr<spdlog::logger> logger;
+  // Counters that outlive an Agent (outboxd keeps them across reloads).
+  std::shared_ptr<Metrics> metrics;
+};
+
+// Throws std::invalid_argument naming the field.
+void Validate(const Options& options);
+
+// ---------------------------------------------------------------------------
+// Metrics: counters and a latency histogram per topic label. Only configured
+// topics get their own label; every other topic counts as "other".
+
+struct TopicCounters {
+  std::int64_t enqueued = 0;
+  std::int64_t delivered = 0;
+  std::int64_t attempt_failures = 0;
+  std::int64_t dead = 0;
+  std::int64_t recycled = 0;
+  std::int64_t pool_rejections = 0;
+  // Endpoint failures that did not cost the message an attempt (outage).
+  std::int64_t attempts_saved = 0;
+  std::int64_t crash_budget_deaths = 0;
+  std::int64_t taken_back = 0;
+  // Commit → acknowledgement, seconds; cumulative counts per upper bound.
+  std::vector<std::int64_t> latency_buckets;
+  double latency_sum_seconds = 0;
+  std::int64_t latency_count = 0;
+};
+
+struct BreakerState {
+  std::string endpoint;  // URL without credentials or query
+  std::string state;     // "closed", "open", "half_open", "gone"
+  int consecutive_failures = 0;
+};
+
+struct MetricsSnapshot {
+  std::map<std::string, TopicCounters> topics;  // by label
+  std::vector<double> latency_bounds_seconds;   // histogram upper bounds
+  std::vector<BreakerState> breakers;
+  // From the database at snapshot time.
+  store::Stats db;
+  std::int64_t taken_back_leases = 0;
+  std::int64_t unrouted_pending = 0;
+};
+
+class Metrics {
+ public:
+  Metrics();
+  ~Metrics();
+  // Topics that get their own label; everything else is "other".
+  void SetLabels(std::vector<std::string> topics);
+  std::string Label(std::string_view topic) const;
+
+  void Enqueued(std::string_view topic, std::int64_t n = 1);
+  void Delivered(std::string_view topic, double latency_seconds);
+  void AttemptFailed(std::string_view topic, bool cost_attempt);
+  void Dead(std::string_view topic, bool by_crash_budget = false);
+  void Recycled(std::int64_t n);
+  void PoolRejected(std::string_view topic);
+  void TakenBack(std::int64_t n);
+
+  MetricsSnapshot Snapshot() const;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+// Prometheus text exposition (version 0.0.4) of a snapshot.
+std::string RenderPrometheus(const MetricsSnapshot& snapshot);
+
+// ---------------------------------------------------------------------------
+// The agent.
+
+class Agent {
+ public:
+  // Validates the options and opens the database (creating or migrating the
+  // schema). Throws std::invalid_argument or store errors. Starts nothing.
+  explicit Agent(Options options);
+  // Stops with a zero grace period if still running.
+  ~Agent();
+  Agent(const Agent&) = delete;
+  Agent& operator=(const Agent&) = delete;
+
+  // Delivers the topic's messages through `handler` instead of HTTP. The
+  // topic needs no URL then. Only before Start().
+  void RegisterHandler(const std::string& topic, std::shared_ptr<Handler> handler);
+
+  // Takes back leases of dead agents on this host, then starts the threads.
+  void Start();
+  // Stops intake, lets sends in flight finish until `grace` has passed,
+  // aborts the rest, reverts everything still leased to pending and joins
+  // every thread. Safe to call twice.
+  void Stop(std::chrono::milliseconds grace = std::chrono::seconds(10));
+
+  // The eager path: these rows were committed just now. Never blocks on a
+  // pool and never sends on the caller's thread. Thread-safe.
+  void NotifyCommitted(std::span<const std::int64_t> ids);
+  // Another process may have committed rows: look for new due rows now.
+  void NotifyExternalCommit();
+
+  // True once the database is open and the threads run.
+  bool Running() const;
+  const std::string& database_id() const;
+  const std::string& owner() const;
+  // Counters plus a fresh read of the database numbers.
+  MetricsSnapshot Snapshot();
+  // Write transactions the writer committed (for tests of group commit).
+  std::int64_t WriterTransactions() const;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+// A write transaction on the application's own connection that hands its new
+// messages to the agent once COMMIT has succeeded (not from a commit hook,
+// which fires before the commit is durable). Rolls back if destroyed
+// uncommitted. Like the connection, used by one thread at a time.
+class Transaction {
+ public:
+  // BEGIN IMMEDIATE on the producer's connection. `agent` may be null (the
+  // sidecar's sweeper/watcher will find the rows).
+  Transaction(Agent* agent, store::Producer& producer);
+  ~Transaction();
+  Transaction(const Transaction&) = delete;
+  Transaction& operator=(const Transaction&) = delete;
+
+  // Enqueues inside this transaction; errors as store::Producer::Enqueue.
+  store::EnqueueResult Enqueue(const store::NewMessage& message, bool idempotent = false);
+  // COMMIT; then the new ids go to the agent's eager path. Throws
+  // store::StoreError if COMMIT fails (the transaction is rolled back).
+  void Commit();
+  void Rollback();
+
+ private:
+  Agent* agent_;
+  store::Producer& producer_;
+  std::vector<std::int64_t> ids_;
+  bool open_ = false;
+};
+
+// ---------------------------------------------------------------------------
+// Configuration file (DESIGN.md "Command line and configuration").
+
+struct Config {
+  Options options;
+  // Where /metrics and /healthz listen ("" disables), e.g. "127.0.0.1:9464".
+  std::string metrics_listen = "127.0.0.1:9464";
+  std::string log_level = "info";   // trace, debug, info, warn, error
+  std::string log_format = "text";  // text or json
+  // Unknown keys, for the caller to warn about.
+  std::vector<std::string> warnings;
+};
+
+// Parses and validates the JSON config. Throws std::invalid_argument with one
+// line naming the key path, e.g.
+// `topics."order.created".retry.max_attempts: expected a positive integer`.
+// Resolves env:/file: secret references.
+Config ParseConfig(std::string_view json);
+
+}  // namespace outbox::agent
