@@ -358,6 +358,15 @@ int Store::RecycleExpired(std::int64_t now, std::int64_t max_lease_ms, int limit
   });
 }
 
+int Store::ReleaseOwner(std::string_view owner, std::int64_t now) {
+  return Wrap("release leases", [&] {
+    StatementUse q(impl_->Prepare(sql::kReleaseOwner));
+    q->bind(1, std::string(owner));
+    q->bind(2, now);
+    return q->exec();
+  });
+}
+
 std::vector<std::string> Store::LeaseOwners() {
   return Wrap("list lease owners", [&] {
     StatementUse q(impl_->Prepare(sql::kLeaseOwners));
@@ -443,6 +452,21 @@ int Store::PurgeDelivered(std::int64_t cutoff, int batch) {
     q->bind(1, cutoff);
     q->bind(2, batch);
     return q->exec();
+  });
+}
+
+int Store::DeleteDelivered(const std::vector<std::int64_t>& ids) {
+  return Wrap("delete delivered rows", [&] {
+    return impl_->Atomically([&] {
+      StatementUse q(impl_->Prepare(sql::kDeleteDelivered));
+      int deleted = 0;
+      for (std::int64_t id : ids) {
+        q->bind(1, id);
+        deleted += q->exec();
+        q->reset();
+      }
+      return deleted;
+    });
   });
 }
 

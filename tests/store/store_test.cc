@@ -326,6 +326,26 @@ TEST_F(StoreTest, PurgeDeliveredKeepsEverythingElse) {
   EXPECT_TRUE(store_.Get(dead));
 }
 
+TEST_F(StoreTest, ReleaseOwnerRevertsOnlyThatOwnersRows) {
+  const auto mine = Insert("t", "a");
+  const auto theirs = Insert("t", "b");
+  Claim(mine, "me");
+  Claim(theirs, "them");
+  EXPECT_EQ(store_.ReleaseOwner("me", kNow), 1);
+  EXPECT_EQ(Get(mine).status, Status::kPending);
+  EXPECT_EQ(Get(mine).attempts, 0);
+  EXPECT_EQ(Get(theirs).status, Status::kInFlight);
+}
+
+TEST_F(StoreTest, DeleteDeliveredSparesRowsThatAreNotDelivered) {
+  const auto delivered = Insert("t", "a");
+  store_.Complete(Claim(delivered), kNow);
+  const auto pending = Insert("t", "b");
+  EXPECT_EQ(store_.DeleteDelivered({delivered, pending}), 1);
+  EXPECT_FALSE(store_.Get(delivered));
+  EXPECT_TRUE(store_.Get(pending));
+}
+
 TEST_F(StoreTest, PurgeRunsInBoundedBatches) {
   for (int i = 0; i < 25; ++i) store_.Complete(Claim(Insert("t", std::to_string(i))), kNow);
   EXPECT_EQ(store_.PurgeDelivered(kNow + 1, 10), 10);

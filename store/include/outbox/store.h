@@ -180,6 +180,9 @@ class Producer {
   EnqueueResult Enqueue(const NewMessage& message,
                         const EnqueueOptions& options = {});
 
+  // The connection this Producer writes through.
+  sqlite3* connection() const;
+
  private:
   struct Impl;
   std::unique_ptr<Impl> impl_;
@@ -366,6 +369,9 @@ class Store {
   // `crash_budget` crashes it goes dead instead.
   int TakeBackOwner(std::string_view owner, int crash_budget,
                     std::int64_t now);
+  // Every row leased by `owner` (this agent, stopping) → pending at once,
+  // nothing counted.
+  int ReleaseOwner(std::string_view owner, std::int64_t now);
   // Distinct lease owners of in-flight rows.
   std::vector<std::string> LeaseOwners();
 
@@ -380,6 +386,8 @@ class Store {
   // Rows that PurgeDelivered(cutoff, batch) would delete, for archiving
   // before deletion.
   std::vector<Row> PeekDelivered(std::int64_t cutoff, int batch);
+  // Deletes these rows if they are still delivered (after archiving them).
+  int DeleteDelivered(const std::vector<std::int64_t>& ids);
   // Deletes up to `batch` dead rows chosen by `selector`.
   int PurgeDead(const DeadSelector& selector, int batch);
 
