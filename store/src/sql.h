@@ -238,7 +238,7 @@ inline constexpr char kRecycleExpired[] =
     " lease_expires_at = NULL, updated_at = ?1"
     " WHERE id IN (SELECT id FROM outbox WHERE status = 3"
     "   AND (lease_expires_at IS NULL OR lease_expires_at <= ?1 OR lease_expires_at > ?3)"
-    " LIMIT ?2)";
+    " LIMIT ?2) RETURNING topic";
 
 // ?1 owner, ?2 now
 inline constexpr char kReleaseOwner[] =

@@ -347,14 +347,17 @@ bool Store::Revert(const Lease& lease, std::int64_t now) {
   return Wrap("revert", [&] { return impl_->Transition(sql::kRevert, lease, now); });
 }
 
-int Store::RecycleExpired(std::int64_t now, std::int64_t max_lease_ms, int limit) {
+std::vector<std::string> Store::RecycleExpired(std::int64_t now, std::int64_t max_lease_ms,
+                                               int limit) {
   CheckBatch(limit);
   return Wrap("recycle expired leases", [&] {
     StatementUse q(impl_->Prepare(sql::kRecycleExpired));
     q->bind(1, now);
     q->bind(2, limit);
     q->bind(3, now + std::max<std::int64_t>(max_lease_ms, 0));
-    return q->exec();
+    std::vector<std::string> topics;
+    while (q->executeStep()) topics.push_back(q->getColumn(0).getString());
+    return topics;
   });
 }
 

@@ -363,7 +363,9 @@ class Store {
 
   // In-flight rows whose lease expired → pending, due now; also leases
   // further ahead than `max_lease_ms` (the clock jumped back). Up to `limit`.
-  int RecycleExpired(std::int64_t now, std::int64_t max_lease_ms, int limit);
+  // Returns the topic of each recycled row.
+  std::vector<std::string> RecycleExpired(std::int64_t now, std::int64_t max_lease_ms,
+                                          int limit);
   // Every row leased by `owner` (a process known to be dead) → pending and
   // quarantined. A row that was alone in flight gets a crash counted; at
   // `crash_budget` crashes it goes dead instead.
