@@ -2,6 +2,7 @@
 // outcome rules of DESIGN.md, retention and a clean stop.
 #include "outbox/agent.h"
 
+#include <SQLiteCpp/Database.h>
 #include <fcntl.h>
 #include <rapidjson/stringbuffer.h>
 #include <rapidjson/writer.h>
@@ -400,7 +401,7 @@ struct Agent::Impl {
       const std::string why = store::AttemptsExhausted(policy, failures)
                                   ? " (after " + std::to_string(failures) + " attempts)"
                                   : " (older than retry.max_age_ms)";
-      FinishDead(route, item, error + why, false);
+      FinishDead(route, item, error + why, /*count_attempt=*/true);
       return;
     }
     std::int64_t delay = store::RetryDelayMs(policy, std::max(1, failures), Unit());
@@ -471,10 +472,11 @@ struct Agent::Impl {
   }
 
   void FullPass() {
-    const std::int64_t now = clock->WallMs();
     std::vector<std::string> recycled;
     writer->Run([&](store::Store& s) {
-      recycled = s.RecycleExpired(now, options.lease_timeout_ms, kRecycleBatch);
+      // Read the time inside the transaction: a `now` from before the queue
+      // wait would make leases claimed meanwhile look absurdly long.
+      recycled = s.RecycleExpired(clock->WallMs(), options.lease_timeout_ms, kRecycleBatch);
     });
     if (!recycled.empty()) {
       log->info("recycled {} rows whose lease expired", recycled.size());
@@ -482,6 +484,7 @@ struct Agent::Impl {
     }
     TakeBackFromDeadOwners();
     const auto served = TopicsToServe();
+    const std::int64_t now = clock->WallMs();
     writer->Run([&](store::Store& s) {
       for (const auto& [route, topic] : served) {
         s.MakeDueIfFarAhead(topic, now, route->options.retry.max_interval_ms);

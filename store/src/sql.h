@@ -230,8 +230,9 @@ inline constexpr char kRevert[] =
     " lease_expires_at = NULL, updated_at = ?3"
     " WHERE id = ?1 AND status = 3 AND lease_token = ?2";
 
-// A lease further ahead than the longest lease (?3 = now + max lease) was
-// stamped before the wall clock jumped back: treat it as expired.
+// A lease further ahead than twice the longest lease (?3 = now + 2 × max
+// lease; the slack covers claims racing with this statement) was stamped
+// before the wall clock jumped back: treat it as expired.
 // ?1 now, ?2 limit, ?3 now + max lease
 inline constexpr char kRecycleExpired[] =
     "UPDATE outbox SET status = 0, next_attempt_at = ?1, lease_owner = NULL,"

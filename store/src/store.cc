@@ -354,7 +354,7 @@ std::vector<std::string> Store::RecycleExpired(std::int64_t now, std::int64_t ma
     StatementUse q(impl_->Prepare(sql::kRecycleExpired));
     q->bind(1, now);
     q->bind(2, limit);
-    q->bind(3, now + std::max<std::int64_t>(max_lease_ms, 0));
+    q->bind(3, now + 2 * std::max<std::int64_t>(max_lease_ms, 0));
     std::vector<std::string> topics;
     while (q->executeStep()) topics.push_back(q->getColumn(0).getString());
     return topics;

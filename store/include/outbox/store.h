@@ -362,7 +362,8 @@ class Store {
   bool Revert(const Lease& lease, std::int64_t now);
 
   // In-flight rows whose lease expired → pending, due now; also leases
-  // further ahead than `max_lease_ms` (the clock jumped back). Up to `limit`.
+  // further ahead than 2 × `max_lease_ms` (the clock jumped back). Up to
+  // `limit`.
   // Returns the topic of each recycled row.
   std::vector<std::string> RecycleExpired(std::int64_t now, std::int64_t max_lease_ms,
                                           int limit);
