@@ -420,7 +420,10 @@ struct Agent::Impl {
 
   void FinishDelivered(Route& route, Loaded& item) {
     const std::int64_t now = clock->WallMs();
-    route.breaker->OnSuccess(now);
+    if (route.breaker->OnSuccess(now)) {
+      log->info("breaker closed for endpoint {}: it answers again", route.breaker->endpoint());
+      Wake();  // the backlog may go now, not at the next sweep
+    }
     metrics->Delivered(item.row.topic,
                        static_cast<double>(std::max<std::int64_t>(0, now - item.row.created_at)) /
                            1000.0);
@@ -531,6 +534,7 @@ struct Agent::Impl {
         writer->Run([&](store::Store& s) {
           claimed = s.ClaimDue(topic, owner, LeaseUntil(now), now, limit);
         });
+        if (claimed.empty() && permit == Breaker::Permit::kProbe) route->breaker->CancelProbe();
         for (const auto& c : claimed) Dispatch(c);
         if (permit == Breaker::Permit::kProbe || static_cast<int>(claimed.size()) < limit) break;
       }
@@ -681,8 +685,10 @@ struct Agent::Impl {
   std::shared_ptr<Breaker> BreakerFor(const std::string& endpoint, const TopicOptions& topic) {
     auto& slot = breakers[endpoint];
     if (!slot) {
+      // A probe that never reported (its worker stopped) is forgotten after
+      // the longest a send can take.
       slot = std::make_shared<Breaker>(endpoint, topic.breaker, clock,
-                                       2 * topic.endpoint.timeout_ms + options.sweep_interval_ms);
+                                       2 * topic.endpoint.timeout_ms + 1000);
     }
     return slot;
   }

@@ -42,15 +42,22 @@ bool Breaker::IsClosed() const {
   return mode_ == Mode::kClosed;
 }
 
-void Breaker::OnSuccess(std::int64_t wall_ms) {
+bool Breaker::OnSuccess(std::int64_t wall_ms) {
   std::int64_t seen = last_ack_wall_ms_.load();
   while (seen < wall_ms && !last_ack_wall_ms_.compare_exchange_weak(seen, wall_ms)) {
   }
   std::lock_guard lock(mutex_);
-  if (mode_ == Mode::kGone) return;
+  if (mode_ == Mode::kGone) return false;
+  const bool reopened = mode_ != Mode::kClosed;
   mode_ = Mode::kClosed;
   consecutive_failures_ = 0;
   open_ms_ = options_.open_ms;
+  probe_out_ = false;
+  return reopened;
+}
+
+void Breaker::CancelProbe() {
+  std::lock_guard lock(mutex_);
   probe_out_ = false;
 }
 

@@ -29,7 +29,10 @@ class Breaker {
   // Whether sending is allowed without a probe (the eager path's test).
   bool IsClosed() const;
 
-  void OnSuccess(std::int64_t wall_ms);
+  // Returns true if this success closed an open or half-open breaker.
+  bool OnSuccess(std::int64_t wall_ms);
+  // The reserved probe found nothing to send.
+  void CancelProbe();
   // Returns true if this failure changed the state (for a log line).
   bool OnFailure(bool open_now);
   void MarkGone();
