@@ -2,7 +2,7 @@
 // raw libcurl loop doing the same requests in the same process, against a
 // local server that does as little as possible.
 //
-//   transport_bench [repetitions=7] [requests_per_repetition=4000]
+//   transport_bench [repetitions=15] [requests_per_repetition=2000]
 //
 // Each repetition runs every variant once, interleaved, so drift of the
 // machine hits all of them alike; the table shows medians. Not a ctest test.
@@ -19,11 +19,13 @@
 #include <atomic>
 #include <cctype>
 #include <chrono>
+#include <condition_variable>
 #include <cstdio>
 #include <cstdlib>
 #include <functional>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <stdexcept>
 #include <string>
 #include <string_view>
@@ -281,6 +283,92 @@ double RawEasyPerformThreads(const std::string& url, int requests) {
   return rate;
 }
 
+// The alternative design for concurrent pushes: kConcurrency worker threads
+// hand their transfer to one I/O thread driving a shared multi handle and
+// wait for it to finish.
+double RawSharedMultiThreads(const std::string& url, int requests) {
+  struct Slot {
+    explicit Slot(const std::string& url) : handle(url) {}
+    RawHandle handle;
+    std::condition_variable finished;
+    bool done = false;         // guarded by mutex
+    CURLcode code = CURLE_OK;  // guarded by mutex
+  };
+  std::mutex mutex;
+  std::vector<Slot*> submitted;  // guarded by mutex
+  bool stop = false;             // guarded by mutex
+  CURLM* multi = curl_multi_init();
+  std::vector<std::unique_ptr<Slot>> slots;
+  for (int w = 0; w < kConcurrency; ++w) {
+    slots.push_back(std::make_unique<Slot>(url));
+    curl_easy_setopt(slots.back()->handle.easy, CURLOPT_PRIVATE, slots.back().get());
+  }
+  std::atomic<int> remaining{requests};
+  std::atomic<bool> failed{false};
+  const auto start = SteadyClock::now();
+  std::jthread io([&] {
+    while (true) {
+      std::vector<Slot*> added;
+      {
+        std::lock_guard lock(mutex);
+        if (stop) return;
+        added.swap(submitted);
+      }
+      for (Slot* slot : added) curl_multi_add_handle(multi, slot->handle.easy);
+      int running = 0;
+      curl_multi_perform(multi, &running);
+      int queued = 0;
+      while (const CURLMsg* message = curl_multi_info_read(multi, &queued)) {
+        Slot* slot = nullptr;
+        curl_easy_getinfo(message->easy_handle, CURLINFO_PRIVATE, &slot);
+        const CURLcode code = message->data.result;
+        curl_multi_remove_handle(multi, slot->handle.easy);
+        {
+          std::lock_guard lock(mutex);
+          slot->code = code;
+          slot->done = true;
+        }
+        slot->finished.notify_one();
+      }
+      curl_multi_poll(multi, nullptr, 0, 1000, nullptr);
+    }
+  });
+  {
+    std::vector<std::jthread> workers;
+    for (int w = 0; w < kConcurrency; ++w) {
+      workers.emplace_back([&, slot = slots[static_cast<std::size_t>(w)].get()] {
+        try {
+          while (remaining.fetch_sub(1) > 0) {
+            {
+              std::lock_guard lock(mutex);
+              slot->done = false;
+              submitted.push_back(slot);
+            }
+            curl_multi_wakeup(multi);
+            std::unique_lock lock(mutex);
+            slot->finished.wait(lock, [slot] { return slot->done; });
+            lock.unlock();
+            slot->handle.CheckDelivered(slot->code);
+          }
+        } catch (...) {  // nothing may escape a thread
+          failed = true;
+        }
+      });
+    }
+  }
+  const double rate = RequestsPerSecond(requests, start);
+  {
+    std::lock_guard lock(mutex);
+    stop = true;
+  }
+  curl_multi_wakeup(multi);
+  io.join();
+  slots.clear();
+  curl_multi_cleanup(multi);
+  Check(!failed, "raw libcurl request failed");
+  return rate;
+}
+
 transport::Message BenchMessage() {
   return {.id = kMessageId, .topic = "order.created", .payload = kPayload};
 }
@@ -339,46 +427,58 @@ double Median(std::vector<double> values) {
 
 int main(int argc, char** argv) {
   try {
-    const int repetitions = argc > 1 ? std::atoi(argv[1]) : 7;
-    const int requests = argc > 2 ? std::atoi(argv[2]) : 4000;
+    const int repetitions = argc > 1 ? std::atoi(argv[1]) : 15;
+    const int requests = argc > 2 ? std::atoi(argv[2]) : 2000;
     Check(repetitions > 0 && requests > 0, "usage: transport_bench [repetitions] [requests]");
     curl_global_init(CURL_GLOBAL_DEFAULT);
     NullServer server;
     const std::string url = server.Url();
 
-    using Variant = std::pair<const char*, std::function<double(const std::string&, int)>>;
-    const std::vector<Variant> variants = {
-        {"raw_easy_perform", RawEasyPerform},
-        {"raw_own_multi", RawOwnMulti},
-        {"ours_sequential", OursSequential},
-        {"raw_multi_8", RawMultiConcurrent},
-        {"raw_easy_perform_8_threads", RawEasyPerformThreads},
-        {"ours_8_threads", OursConcurrent},
+    using Run = std::function<double(const std::string&, int)>;
+    struct Comparison {
+      const char* title;
+      Run ours;
+      Run baseline;
+      std::vector<double> ours_rates = {}, baseline_rates = {}, ratios = {};
     };
-    for (const auto& [name, run] : variants) run(url, requests / 4);  // warm-up
-    std::map<std::string, std::vector<double>> rates;
+    std::vector<Comparison> comparisons = {
+        {"one handle, sequential; raw: curl_easy_perform loop", OursSequential, RawEasyPerform},
+        {"8 concurrent; raw: one multi handle, 8 transfers", OursConcurrent, RawMultiConcurrent},
+        {"8 concurrent; raw: 8 threads, curl_easy_perform each", OursConcurrent,
+         RawEasyPerformThreads},
+        {"8 concurrent; rejected design: 8 threads, shared multi, I/O thread", OursConcurrent,
+         RawSharedMultiThreads},
+        {"transfer shape alone: raw easy in own multi vs curl_easy_perform", RawOwnMulti,
+         RawEasyPerform},
+    };
+    for (Comparison& c : comparisons) c.ours(url, requests / 4), c.baseline(url, requests / 4);
+    // Each pair runs back to back, in alternating order, so that the load of
+    // a shared machine hits both sides of a ratio alike.
     for (int r = 0; r < repetitions; ++r) {
-      for (const auto& [name, run] : variants) rates[name].push_back(run(url, requests));
+      for (Comparison& c : comparisons) {
+        double ours = 0;
+        double baseline = 0;
+        if (r % 2 == 0) {
+          ours = c.ours(url, requests);
+          baseline = c.baseline(url, requests);
+        } else {
+          baseline = c.baseline(url, requests);
+          ours = c.ours(url, requests);
+        }
+        c.ours_rates.push_back(ours);
+        c.baseline_rates.push_back(baseline);
+        c.ratios.push_back(ours / baseline);
+      }
     }
-    const auto median = [&](const char* name) { return Median(rates[name]); };
 
     std::printf("transport_bench: %d repetitions x %d POSTs of %zu bytes, loopback null server\n",
                 repetitions, requests, sizeof kPayload - 1);
-    std::printf("medians, requests/s           %12s %12s %7s\n", "ours", "raw libcurl", "ratio");
-    std::printf(
-        "one handle, sequential        %12.0f %12.0f %7.3f   (raw: curl_easy_perform loop)\n",
-        median("ours_sequential"), median("raw_easy_perform"),
-        median("ours_sequential") / median("raw_easy_perform"));
-    std::printf("8 concurrent transfers        %12.0f %12.0f %7.3f   (raw: one multi, 8 handles)\n",
-                median("ours_8_threads"), median("raw_multi_8"),
-                median("ours_8_threads") / median("raw_multi_8"));
-    std::printf("for comparison, the same 8 threads each with a raw curl_easy_perform loop:\n");
-    std::printf("8 threads, easy_perform each  %12.0f %12.0f %7.3f\n", median("ours_8_threads"),
-                median("raw_easy_perform_8_threads"),
-                median("ours_8_threads") / median("raw_easy_perform_8_threads"));
-    std::printf("cost of driving an easy handle through its own multi (for prompt abort):\n");
-    std::printf("raw own multi vs easy_perform %12.0f %12.0f %7.3f\n", median("raw_own_multi"),
-                median("raw_easy_perform"), median("raw_own_multi") / median("raw_easy_perform"));
+    std::printf("%-68s %9s %9s %7s\n", "medians (requests/s; ratio = median of paired ratios)",
+                "ours", "raw", "ratio");
+    for (const Comparison& c : comparisons) {
+      std::printf("%-68s %9.0f %9.0f %7.3f\n", c.title, Median(c.ours_rates),
+                  Median(c.baseline_rates), Median(c.ratios));
+    }
     return 0;
   } catch (const std::exception& error) {
     std::fprintf(stderr, "transport_bench: %s\n", error.what());
