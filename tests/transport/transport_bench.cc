@@ -4,8 +4,10 @@
 //
 //   transport_bench [repetitions=15] [requests_per_repetition=2000]
 //
-// Each repetition runs every variant once, interleaved, so drift of the
-// machine hits all of them alike; the table shows medians. Not a ctest test.
+// Each comparison runs its two sides back to back, in alternating order, in
+// every repetition; the table shows median rates and the median of the
+// per-repetition ratios (steady even when other work on the machine makes
+// absolute rates swing). Not a ctest test.
 #include <arpa/inet.h>
 #include <curl/curl.h>
 #include <netinet/in.h>

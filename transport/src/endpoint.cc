@@ -389,6 +389,10 @@ void Endpoint::Impl::CollectSecrets() {
     add(secret);
     add(std::string_view(secret).substr(secret.find('_') + 1));
   }
+  // Longest first: replacing a secret's own substring first would leave the
+  // rest of the longer secret in the text.
+  std::sort(secrets_.begin(), secrets_.end(),
+            [](const std::string& a, const std::string& b) { return a.size() > b.size(); });
 }
 
 std::string Endpoint::Impl::Redact(std::string text) const {

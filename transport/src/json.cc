@@ -75,6 +75,8 @@ void WritePayload(JsonWriter& writer, std::string_view payload, bool allow_json,
   if (allow_json) json = internal::MinifyJson(payload);
   if (json) {
     WriteKey(writer, json_key);
+    // The type only feeds the writer's key/value bookkeeping; any value type
+    // other than a string key is the same to it.
     writer.RawValue(json->data(), json->size(), rapidjson::kObjectType);
   } else {
     WriteKey(writer, base64_key);
