@@ -456,5 +456,15 @@ TEST_F(EndpointTest, SecretCutByTheExcerptCapIsStillRedacted) {
   EXPECT_EQ(result.error, "HTTP 500: denied  for [redacte");
 }
 
+TEST_F(EndpointTest, ASecretInsideAnotherIsRedactedWhole) {
+  EndpointOptions options = OptionsFor("/echo-auth");
+  // The X-Key value is the tail of the token: redacting it first would leave
+  // "abcdefgh" of the token behind.
+  options.headers = {{"X-Key", "12345678"}, {"Authorization", "Bearer abcdefgh12345678"}};
+  options.max_error_body_bytes = 22;
+  Endpoint endpoint(options);
+  EXPECT_EQ(endpoint.Push(MessageWith("{}")).error, "HTTP 500: denied  for [redacted]");
+}
+
 }  // namespace
 }  // namespace outbox::transport

@@ -244,6 +244,11 @@ std::unique_ptr<Connection> Endpoint::Impl::NewConnection() const {
   set(CURLOPT_CONNECTTIMEOUT_MS, static_cast<long>(options_.connect_timeout_ms),
       "connect_timeout_ms");
   set(CURLOPT_TIMEOUT_MS, static_cast<long>(options_.timeout_ms), "timeout_ms");
+  // Ending a transfer that is still resolving a name (abort or timeout) would
+  // otherwise wait for getaddrinfo to return, which during a DNS outage can
+  // take many seconds; this lets libcurl's resolver thread finish and clean
+  // up on its own, so AbortAll and the timeouts stay prompt.
+  set(CURLOPT_QUICK_EXIT, 1L, "CURLOPT_QUICK_EXIT");
   set(CURLOPT_USERAGENT, "edge-outbox/" OUTBOX_VERSION, "CURLOPT_USERAGENT");
   set(CURLOPT_ERRORBUFFER, connection->error.data(), "CURLOPT_ERRORBUFFER");
   set(CURLOPT_WRITEFUNCTION, &OnResponseBody, "CURLOPT_WRITEFUNCTION");
@@ -384,6 +389,10 @@ void Endpoint::Impl::CollectSecrets() {
     add(secret);
     add(std::string_view(secret).substr(secret.find('_') + 1));
   }
+  // Longest first: replacing a secret's own substring first would leave the
+  // rest of the longer secret in the text.
+  std::sort(secrets_.begin(), secrets_.end(),
+            [](const std::string& a, const std::string& b) { return a.size() > b.size(); });
 }
 
 std::string Endpoint::Impl::Redact(std::string text) const {

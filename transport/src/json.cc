@@ -75,6 +75,8 @@ void WritePayload(JsonWriter& writer, std::string_view payload, bool allow_json,
   if (allow_json) json = internal::MinifyJson(payload);
   if (json) {
     WriteKey(writer, json_key);
+    // The type only feeds the writer's key/value bookkeeping; any value type
+    // other than a string key is the same to it.
     writer.RawValue(json->data(), json->size(), rapidjson::kObjectType);
   } else {
     WriteKey(writer, base64_key);
@@ -133,7 +135,10 @@ Headers ParseRowHeaders(std::string_view headers_json) {
       headers_json.data(), headers_json.size());
   if (document.HasParseError() || !document.IsObject()) fail("not a JSON object");
   Headers headers;
-  for (const auto& member : document.GetObject()) {
+  // Indexing, not iterating: RapidJSON 1.1's iterator comparison is
+  // ambiguous under C++20's reversed operators.
+  for (rapidjson::SizeType i = 0; i < document.MemberCount(); ++i) {
+    const auto& member = document.MemberBegin()[i];
     std::string name(member.name.GetString(), member.name.GetStringLength());
     if (!member.value.IsString()) fail("value of \"" + name + "\" is not a string");
     headers.emplace_back(std::move(name),
