@@ -1,0 +1,70 @@
+#!/usr/bin/env bash
+# Runs the benchmarks of the hot paths (tests/bench, issue #9) from a Release
+# build and prints one Markdown table: figure, ours, baseline, ratio, target,
+# met. Every figure is measured beside its baseline in the same run, the two
+# sides alternating, medians of the repetitions.
+#
+#   packaging/bench.sh BUILD_DIR        (packaging/dev.sh bench builds and calls it)
+#
+# Environment: OUTBOX_BENCH_REPS (repetitions, default 7), OUTBOX_BENCH_SCALE
+# (multiplies every N, default 1), OUTBOX_BENCH_DIR (where database files go,
+# default the system temp dir; it must be a local disk).
+set -euo pipefail
+
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+build=$(cd "${1:?usage: bench.sh BUILD_DIR}" && pwd)
+reps=${OUTBOX_BENCH_REPS:-7}
+scale=${OUTBOX_BENCH_SCALE:-1}
+bench=$build/tests/bench/outbox_bench
+relay=$build/tests/bench/naive_relay
+outboxd=$build/agent/outboxd
+outboxctl=$build/agent/outboxctl
+for binary in "$bench" "$relay"; do
+  [ -x "$binary" ] || { echo "bench.sh: $binary is missing; build the tree first" >&2; exit 1; }
+done
+
+rows=$(mktemp)
+trap 'rm -f "$rows"' EXIT
+args=(--reps "$reps" --scale "$scale" --relay "$relay")
+[ -x "$outboxd" ] && args+=(--outboxd "$outboxd")
+[ -n "${OUTBOX_BENCH_DIR:-}" ] && args+=(--dir "$OUTBOX_BENCH_DIR")
+
+start=$(date +%s)
+load_before=$(cut -d' ' -f1-3 /proc/loadavg)
+status=0
+for figure in enqueue store delivery latency scale sidecar; do
+  printf '=== %s\n' "$figure" >&2
+  figure_start=$(date +%s)
+  # Result rows go to the table; the details (query plans, timings) to stderr.
+  "$bench" "$figure" "${args[@]}" | tee -a "$rows" | sed 's/^@row\t/  /' >&2 || status=1
+  printf '    (%ss)\n' "$(( $(date +%s) - figure_start ))" >&2
+done
+
+# Stripped sizes: outboxd and outboxctl beside the naive relay.
+stripped_size() {
+  local copy
+  copy=$(mktemp)
+  strip -o "$copy" "$1"
+  stat -c %s "$copy"
+  rm -f "$copy"
+}
+relay_bytes=$(stripped_size "$relay")
+for tool in "$outboxd" "$outboxctl"; do
+  name=$(basename "$tool")
+  if [ -x "$tool" ]; then
+    bytes=$(stripped_size "$tool")
+    awk -v n="$name" -v a="$bytes" -v b="$relay_bytes" 'BEGIN {
+      printf "@row\t6 stripped binary size: %s vs naive_relay\t%.1f MiB\t%.0f KiB\t%.1f\t-\t-\n",
+        n, a / 1048576, b / 1024, a / b }' >>"$rows"
+  else
+    printf '@row\t6 stripped binary size: %s\tnot measured: not built\t-\t-\t-\t-\n' "$name" >>"$rows"
+  fi
+done
+
+printf '\nedge-outbox benchmarks: %s, %s repetitions, scale %s, %s cores (%s), load %s -> %s, %ss\n' \
+  "$(git -C "$root" rev-parse --short HEAD 2>/dev/null || echo '?')" "$reps" "$scale" \
+  "$(nproc)" "$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //')" \
+  "$load_before" "$(cut -d' ' -f1-3 /proc/loadavg)" "$(( $(date +%s) - start ))"
+printf '\n| figure | ours | baseline | ratio | target | met |\n|---|---|---|---|---|---|\n'
+grep '^@row' "$rows" | awk -F'\t' '{ printf "| %s | %s | %s | %s | %s | %s |\n", $2, $3, $4, $5, $6, $7 }'
+exit "$status"

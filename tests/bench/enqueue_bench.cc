@@ -1,0 +1,194 @@
+// Figure 1: what an enqueue adds to the application's transaction.
+//
+//  1a. One transaction of one business row (`orders`) plus one enqueue,
+//      through the public API (agent::Transaction over store::Producer),
+//      beside the same transaction without the enqueue (plain C API: BEGIN
+//      IMMEDIATE, a prepared INSERT, COMMIT); WAL with synchronous NORMAL and
+//      FULL on the application's connection.
+//  1b. 1000 enqueues in one transaction beside 1000 prepared INSERTs of the
+//      same row shape into a table with the outbox's columns and defaults:
+//      once with its indexes (UNIQUE(topic, msg_key) and the store's three),
+//      once bare (no index, no trigger).
+#include <cstdio>
+
+#include "bench_util.h"
+#include "outbox/agent.h"
+#include "outbox/store.h"
+
+namespace outbox::bench {
+namespace {
+
+constexpr char kTopic[] = "order.created";
+
+// The outbox's columns and defaults without its indexes and triggers.
+constexpr char kRawColumns[] = R"sql(
+  id                INTEGER PRIMARY KEY,
+  topic             TEXT NOT NULL,
+  msg_key           TEXT NOT NULL,
+  payload           BLOB NOT NULL,
+  headers           TEXT,
+  status            INTEGER NOT NULL DEFAULT 0,
+  attempts          INTEGER NOT NULL DEFAULT 0,
+  max_attempts      INTEGER,
+  backoff           TEXT,
+  first_interval_ms INTEGER,
+  next_attempt_at   INTEGER NOT NULL DEFAULT (CAST((julianday('now') - 2440587.5) * 86400000.0 AS INTEGER)),
+  lease_owner       TEXT,
+  last_error        TEXT,
+  created_at        INTEGER NOT NULL DEFAULT (CAST((julianday('now') - 2440587.5) * 86400000.0 AS INTEGER)),
+  updated_at        INTEGER NOT NULL DEFAULT (CAST((julianday('now') - 2440587.5) * 86400000.0 AS INTEGER)),
+  lease_token       INTEGER NOT NULL DEFAULT 0,
+  lease_expires_at  INTEGER,
+  last_attempt_at   INTEGER,
+  crashes           INTEGER NOT NULL DEFAULT 0,
+  quarantined       INTEGER NOT NULL DEFAULT 0,
+  operator_retries  INTEGER NOT NULL DEFAULT 0)sql";
+
+class EnqueueBench {
+ public:
+  EnqueueBench(const std::string& path, const char* synchronous) : path_(path) {
+    CreateDatabase(path);
+    app_ = std::make_unique<RawDb>(path);
+    app_->Exec(std::string("PRAGMA synchronous = ") + synchronous);
+    app_->Exec(std::string("CREATE TABLE raw_bare(") + kRawColumns + ")");
+    app_->Exec(std::string("CREATE TABLE raw_indexed(") + kRawColumns +
+               ", UNIQUE(topic, msg_key))");
+    app_->Exec("CREATE INDEX raw_claim ON raw_indexed(status, topic, next_attempt_at)");
+    app_->Exec("CREATE INDEX raw_retention ON raw_indexed(status, updated_at)");
+    app_->Exec(
+        "CREATE INDEX raw_quarantine ON raw_indexed(topic, next_attempt_at)"
+        " WHERE status = 0 AND quarantined = 1");
+    producer_ = std::make_unique<store::Producer>(app_->get());
+    order_ = app_->Prepare("INSERT INTO orders(customer, total_cents, body) VALUES(?1, ?2, ?3)");
+    raw_bare_ =
+        app_->Prepare("INSERT INTO raw_bare(topic, msg_key, payload) VALUES(?1, ?2, ?3)");
+    raw_indexed_ =
+        app_->Prepare("INSERT INTO raw_indexed(topic, msg_key, payload) VALUES(?1, ?2, ?3)");
+    payload_ = Payload256(1);
+  }
+
+  void InsertOrder() {
+    sqlite3_bind_text(order_.get(), 1, "c-77", -1, SQLITE_STATIC);
+    sqlite3_bind_int64(order_.get(), 2, 4599);
+    sqlite3_bind_blob(order_.get(), 3, payload_.data(), static_cast<int>(payload_.size()),
+                      SQLITE_STATIC);
+    app_->Run(order_.get());
+  }
+
+  // Transactions per second: a business row and an enqueue.
+  double BusinessWithEnqueue(int transactions) {
+    const auto start = SteadyClock::now();
+    for (int i = 0; i < transactions; ++i) {
+      agent::Transaction txn(nullptr, *producer_);
+      InsertOrder();
+      txn.Enqueue({kTopic, "k" + std::to_string(++key_), payload_, "", {}});
+      txn.Commit();
+    }
+    return transactions / SecondsSince(start);
+  }
+
+  // Transactions per second: the business row alone.
+  double BusinessOnly(int transactions) {
+    const auto start = SteadyClock::now();
+    for (int i = 0; i < transactions; ++i) {
+      app_->Exec("BEGIN IMMEDIATE");
+      InsertOrder();
+      app_->Exec("COMMIT");
+    }
+    return transactions / SecondsSince(start);
+  }
+
+  // Rows per second: `transactions` transactions of 1000 enqueues.
+  double ThousandEnqueues(int transactions) {
+    const auto start = SteadyClock::now();
+    for (int t = 0; t < transactions; ++t) {
+      agent::Transaction txn(nullptr, *producer_);
+      for (int i = 0; i < 1000; ++i) {
+        txn.Enqueue({kTopic, "k" + std::to_string(++key_), payload_, "", {}});
+      }
+      txn.Commit();
+    }
+    return transactions * 1000 / SecondsSince(start);
+  }
+
+  // Rows per second: the same with prepared INSERTs into a raw table.
+  double ThousandRaw(int transactions, bool indexed) {
+    sqlite3_stmt* insert = indexed ? raw_indexed_.get() : raw_bare_.get();
+    const auto start = SteadyClock::now();
+    for (int t = 0; t < transactions; ++t) {
+      app_->Exec("BEGIN IMMEDIATE");
+      for (int i = 0; i < 1000; ++i) {
+        const std::string key = "k" + std::to_string(++key_);
+        sqlite3_bind_text(insert, 1, kTopic, -1, SQLITE_STATIC);
+        sqlite3_bind_text(insert, 2, key.c_str(), static_cast<int>(key.size()), SQLITE_STATIC);
+        sqlite3_bind_blob(insert, 3, payload_.data(), static_cast<int>(payload_.size()),
+                          SQLITE_STATIC);
+        app_->Run(insert);
+      }
+      app_->Exec("COMMIT");
+    }
+    return transactions * 1000 / SecondsSince(start);
+  }
+
+  // The outbox rows are never delivered here: keep them under max_pending
+  // and the file small by clearing them between figures.
+  void Clear() {
+    app_->Exec("DELETE FROM outbox; DELETE FROM raw_bare; DELETE FROM raw_indexed;"
+               " DELETE FROM orders; PRAGMA wal_checkpoint(TRUNCATE)");
+  }
+
+ private:
+  std::string path_;
+  std::unique_ptr<RawDb> app_;
+  std::unique_ptr<store::Producer> producer_;
+  Statement order_, raw_bare_, raw_indexed_;
+  std::string payload_;
+  std::int64_t key_ = 0;
+};
+
+}  // namespace
+
+void RunEnqueue(const Settings& settings) {
+  WorkDir dir(settings.dir);
+  struct Mode {
+    const char* name;
+    int transactions;
+  };
+  for (const Mode mode : {Mode{"NORMAL", settings.N(3000)}, Mode{"FULL", settings.N(400)}}) {
+    EnqueueBench bench(dir.File(std::string("enqueue-") + mode.name + ".db"), mode.name);
+    bench.BusinessWithEnqueue(mode.transactions / 4);  // warm-up
+    bench.BusinessOnly(mode.transactions / 4);
+    const Paired p = RunPaired(
+        settings.reps, [&] { return bench.BusinessWithEnqueue(mode.transactions); },
+        [&] { return bench.BusinessOnly(mode.transactions); });
+    const double ratio = p.ratio_median();
+    Row(std::string("1a txn: business row + enqueue vs business row alone (WAL, ") + mode.name +
+            ")",
+        FormatRate(p.ours_median(), "txn/s"), FormatRate(p.baseline_median(), "txn/s"),
+        FormatRatio(ratio) + " (+" + std::to_string(static_cast<int>((1 / ratio - 1) * 100 + 0.5)) +
+            " % time)",
+        "≥ 0.77 (enqueue adds ≤ 30 %)", ratio >= 1 / 1.3);
+    bench.Clear();
+  }
+
+  EnqueueBench bench(dir.File("enqueue-batch.db"), "NORMAL");
+  const int transactions = settings.N(3);
+  bench.ThousandEnqueues(1);
+  bench.ThousandRaw(1, true);
+  bench.ThousandRaw(1, false);
+  const Paired indexed = RunPaired(
+      settings.reps, [&] { return bench.ThousandEnqueues(transactions); },
+      [&] { return bench.ThousandRaw(transactions, true); });
+  Row("1b 1000 enqueues in one txn vs 1000 raw INSERTs, same columns and indexes",
+      FormatRate(indexed.ours_median(), "rows/s"), FormatRate(indexed.baseline_median(), "rows/s"),
+      FormatRatio(indexed.ratio_median()), "≥ 0.80", indexed.ratio_median() >= 0.8);
+  bench.Clear();
+  const Paired bare = RunPaired(
+      settings.reps, [&] { return bench.ThousandEnqueues(transactions); },
+      [&] { return bench.ThousandRaw(transactions, false); });
+  Row("1b 1000 enqueues in one txn vs 1000 raw INSERTs, same columns, no index",
+      FormatRate(bare.ours_median(), "rows/s"), FormatRate(bare.baseline_median(), "rows/s"),
+      FormatRatio(bare.ratio_median()), "≥ 0.80", bare.ratio_median() >= 0.8);
+}
+
+}  // namespace outbox::bench
