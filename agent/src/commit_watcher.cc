@@ -79,8 +79,8 @@ CommitWatcher::CommitWatcher(Options options, std::function<void()> on_commit)
     throw;
   }
   if (options_.logger) {
-    options_.logger->debug("commit watcher started mode={} db={}",
-                           mode_ == Mode::kInotify ? "inotify" : "polling", options_.db_path);
+    options_.logger->info("commit watcher started mode={} db={}",
+                          mode_ == Mode::kInotify ? "inotify" : "polling", options_.db_path);
   }
 }
 
