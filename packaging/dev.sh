@@ -3,7 +3,9 @@
 #
 #   packaging/dev.sh demo    build and run the end-to-end demo
 #   packaging/dev.sh test    build and run every test: g++ (warnings are
-#                            errors), clang ASan+UBSan, clang TSan
+#                            errors), the Debian package and the installed
+#                            CMake/pkg-config files (packaging/check-package.sh),
+#                            clang ASan+UBSan, clang TSan
 #   packaging/dev.sh bench   build and run the benchmarks (not part of test)
 #   packaging/dev.sh deps    only install the Debian packages
 #
@@ -21,6 +23,7 @@ packages=(
   libsqlite3-dev sqlite3 libsqlitecpp-dev libcurl4-openssl-dev libssl-dev
   libcereal-dev rapidjson-dev libspdlog-dev libfmt-dev libcli11-dev
   libcpp-httplib-dev libgtest-dev libgmock-dev libbenchmark-dev python3
+  dpkg-dev python3-yaml systemd
 )
 
 stage_start=0
@@ -65,7 +68,8 @@ run_tests() {
 
 build_gcc() {
   stage "build (g++)"
-  CC=gcc CXX=g++ configure_and_build build -DCMAKE_BUILD_TYPE=RelWithDebInfo
+  CC=gcc CXX=g++ configure_and_build build -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+    -DCMAKE_INSTALL_PREFIX=/usr
   stage_done
 }
 
@@ -77,6 +81,10 @@ cmd_test() {
 
   stage "tests (g++): every label"
   run_tests build
+  stage_done
+
+  stage "package: .deb, staged install, find_package and pkg-config consumers"
+  "$root/packaging/check-package.sh" "$root/build"
   stage_done
 
   stage "build (clang 14, ASan + UBSan)"

@@ -169,6 +169,8 @@ Producer::Producer(SQLite::Database& connection) : Producer(connection.getHandle
 
 Producer::~Producer() = default;
 
+sqlite3* Producer::connection() const { return impl_->db; }
+
 EnqueueResult Producer::Enqueue(const NewMessage& message, const EnqueueOptions& options) {
   ValidateMessage(message);
   sqlite3* db = impl_->db;

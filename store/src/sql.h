@@ -230,16 +230,22 @@ inline constexpr char kRevert[] =
     " lease_expires_at = NULL, updated_at = ?3"
     " WHERE id = ?1 AND status = 3 AND lease_token = ?2";
 
-// A lease further ahead than the longest lease (?3 = now + max lease) was
-// stamped before the wall clock jumped back: treat it as expired.
+// A lease further ahead than twice the longest lease (?3 = now + 2 × max
+// lease; the slack covers claims racing with this statement) was stamped
+// before the wall clock jumped back: treat it as expired.
 // ?1 now, ?2 limit, ?3 now + max lease
 inline constexpr char kRecycleExpired[] =
     "UPDATE outbox SET status = 0, next_attempt_at = ?1, lease_owner = NULL,"
     " lease_expires_at = NULL, updated_at = ?1"
     " WHERE id IN (SELECT id FROM outbox WHERE status = 3"
     "   AND (lease_expires_at IS NULL OR lease_expires_at <= ?1 OR lease_expires_at > ?3)"
-    " LIMIT ?2)";
+    " LIMIT ?2) RETURNING topic";
 
+// ?1 owner, ?2 now
+inline constexpr char kReleaseOwner[] =
+    "UPDATE outbox SET status = 0, next_attempt_at = ?2, lease_owner = NULL,"
+    " lease_expires_at = NULL, updated_at = ?2"
+    " WHERE status = 3 AND lease_owner = ?1";
 inline constexpr char kLeaseOwners[] =
     "SELECT DISTINCT lease_owner FROM outbox WHERE status = 3 AND lease_owner IS NOT NULL";
 inline constexpr char kCountOwnedBy[] =
@@ -276,6 +282,7 @@ inline constexpr char kPeekDelivered[] =
 inline constexpr char kPurgeDelivered[] =
     "DELETE FROM outbox WHERE id IN (SELECT id FROM outbox"
     " WHERE status = 1 AND updated_at < ?1 ORDER BY updated_at, id LIMIT ?2)";
+inline constexpr char kDeleteDelivered[] = "DELETE FROM outbox WHERE id = ? AND status = 1";
 // ?1 batch, ?2 id or NULL, ?3 topic or NULL, ?4 all
 inline constexpr char kPurgeDead[] =
     "DELETE FROM outbox WHERE id IN (SELECT id FROM outbox WHERE" OUTBOX_DEAD_SELECTOR

@@ -347,13 +347,25 @@ bool Store::Revert(const Lease& lease, std::int64_t now) {
   return Wrap("revert", [&] { return impl_->Transition(sql::kRevert, lease, now); });
 }
 
-int Store::RecycleExpired(std::int64_t now, std::int64_t max_lease_ms, int limit) {
+std::vector<std::string> Store::RecycleExpired(std::int64_t now, std::int64_t max_lease_ms,
+                                               int limit) {
   CheckBatch(limit);
   return Wrap("recycle expired leases", [&] {
     StatementUse q(impl_->Prepare(sql::kRecycleExpired));
     q->bind(1, now);
     q->bind(2, limit);
-    q->bind(3, now + std::max<std::int64_t>(max_lease_ms, 0));
+    q->bind(3, now + 2 * std::max<std::int64_t>(max_lease_ms, 0));
+    std::vector<std::string> topics;
+    while (q->executeStep()) topics.push_back(q->getColumn(0).getString());
+    return topics;
+  });
+}
+
+int Store::ReleaseOwner(std::string_view owner, std::int64_t now) {
+  return Wrap("release leases", [&] {
+    StatementUse q(impl_->Prepare(sql::kReleaseOwner));
+    q->bind(1, std::string(owner));
+    q->bind(2, now);
     return q->exec();
   });
 }
@@ -443,6 +455,21 @@ int Store::PurgeDelivered(std::int64_t cutoff, int batch) {
     q->bind(1, cutoff);
     q->bind(2, batch);
     return q->exec();
+  });
+}
+
+int Store::DeleteDelivered(const std::vector<std::int64_t>& ids) {
+  return Wrap("delete delivered rows", [&] {
+    return impl_->Atomically([&] {
+      StatementUse q(impl_->Prepare(sql::kDeleteDelivered));
+      int deleted = 0;
+      for (std::int64_t id : ids) {
+        q->bind(1, id);
+        deleted += q->exec();
+        q->reset();
+      }
+      return deleted;
+    });
   });
 }
 

@@ -130,7 +130,7 @@ TEST_F(StoreTest, CompleteNeedsTheCurrentLease) {
 TEST_F(StoreTest, StaleWorkerChangesNothingAfterRecycleAndReclaim) {
   const auto id = Insert("t", "a");
   const Lease stale = Claim(id, "slow-agent");
-  EXPECT_EQ(store_.RecycleExpired(kNow + kLease + 1, kLease, 100), 1);
+  EXPECT_EQ(store_.RecycleExpired(kNow + kLease + 1, kLease, 100).size(), 1u);
   auto fresh = store_.ClaimById(id, "other-agent", kNow + 3 * kLease, kNow + kLease + 2);
   ASSERT_TRUE(fresh);
   EXPECT_NE(fresh->lease.token, stale.token);
@@ -190,9 +190,9 @@ TEST_F(StoreTest, RevertReturnsTheRowWithoutCountingAnAttempt) {
 TEST_F(StoreTest, RecycleOnlyAfterTheLeaseExpires) {
   const auto id = Insert("t", "a");
   Claim(id);
-  EXPECT_EQ(store_.RecycleExpired(kNow + kLease - 1, kLease, 100), 0);
+  EXPECT_EQ(store_.RecycleExpired(kNow + kLease - 1, kLease, 100).size(), 0u);
   EXPECT_EQ(Get(id).status, Status::kInFlight);
-  EXPECT_EQ(store_.RecycleExpired(kNow + kLease, kLease, 100), 1);
+  EXPECT_EQ(store_.RecycleExpired(kNow + kLease, kLease, 100).size(), 1u);
   const Row row = Get(id);
   EXPECT_EQ(row.status, Status::kPending);
   EXPECT_EQ(row.attempts, 0);
@@ -202,7 +202,7 @@ TEST_F(StoreTest, RecycleTreatsLeasesFromBeforeABackwardsJumpAsExpired) {
   const auto id = Insert("t", "a");
   Claim(id);
   // The clock went back a day: the lease now seems to run for a day more.
-  EXPECT_EQ(store_.RecycleExpired(kNow - kCap, kLease, 100), 1);
+  EXPECT_EQ(store_.RecycleExpired(kNow - kCap, kLease, 100).size(), 1u);
   EXPECT_EQ(Get(id).status, Status::kPending);
 }
 
@@ -324,6 +324,26 @@ TEST_F(StoreTest, PurgeDeliveredKeepsEverythingElse) {
   EXPECT_TRUE(store_.Get(pending));
   EXPECT_TRUE(store_.Get(in_flight));
   EXPECT_TRUE(store_.Get(dead));
+}
+
+TEST_F(StoreTest, ReleaseOwnerRevertsOnlyThatOwnersRows) {
+  const auto mine = Insert("t", "a");
+  const auto theirs = Insert("t", "b");
+  Claim(mine, "me");
+  Claim(theirs, "them");
+  EXPECT_EQ(store_.ReleaseOwner("me", kNow), 1);
+  EXPECT_EQ(Get(mine).status, Status::kPending);
+  EXPECT_EQ(Get(mine).attempts, 0);
+  EXPECT_EQ(Get(theirs).status, Status::kInFlight);
+}
+
+TEST_F(StoreTest, DeleteDeliveredSparesRowsThatAreNotDelivered) {
+  const auto delivered = Insert("t", "a");
+  store_.Complete(Claim(delivered), kNow);
+  const auto pending = Insert("t", "b");
+  EXPECT_EQ(store_.DeleteDelivered({delivered, pending}), 1);
+  EXPECT_FALSE(store_.Get(delivered));
+  EXPECT_TRUE(store_.Get(pending));
 }
 
 TEST_F(StoreTest, PurgeRunsInBoundedBatches) {

@@ -178,7 +178,9 @@ struct TopicCounters {
   std::int64_t attempts_saved = 0;
   std::int64_t crash_budget_deaths = 0;
   std::int64_t taken_back = 0;
-  // Commit → acknowledgement, seconds; cumulative counts per upper bound.
+  // Commit → acknowledgement, seconds: counts per bucket (not cumulative),
+  // bucket i holding latencies in (bound[i-1], bound[i]]; latencies above
+  // the last bound appear only in latency_count.
   std::vector<std::int64_t> latency_buckets;
   double latency_sum_seconds = 0;
   std::int64_t latency_count = 0;
@@ -212,7 +214,7 @@ class Metrics {
   void Delivered(std::string_view topic, double latency_seconds);
   void AttemptFailed(std::string_view topic, bool cost_attempt);
   void Dead(std::string_view topic, bool by_crash_budget = false);
-  void Recycled(std::int64_t n);
+  void Recycled(std::string_view topic, std::int64_t n);
   void PoolRejected(std::string_view topic);
   void TakenBack(std::int64_t n);
 

@@ -180,6 +180,9 @@ class Producer {
   EnqueueResult Enqueue(const NewMessage& message,
                         const EnqueueOptions& options = {});
 
+  // The connection this Producer writes through.
+  sqlite3* connection() const;
+
  private:
   struct Impl;
   std::unique_ptr<Impl> impl_;
@@ -359,13 +362,19 @@ class Store {
   bool Revert(const Lease& lease, std::int64_t now);
 
   // In-flight rows whose lease expired → pending, due now; also leases
-  // further ahead than `max_lease_ms` (the clock jumped back). Up to `limit`.
-  int RecycleExpired(std::int64_t now, std::int64_t max_lease_ms, int limit);
+  // further ahead than 2 × `max_lease_ms` (the clock jumped back). Up to
+  // `limit`.
+  // Returns the topic of each recycled row.
+  std::vector<std::string> RecycleExpired(std::int64_t now, std::int64_t max_lease_ms,
+                                          int limit);
   // Every row leased by `owner` (a process known to be dead) → pending and
   // quarantined. A row that was alone in flight gets a crash counted; at
   // `crash_budget` crashes it goes dead instead.
   int TakeBackOwner(std::string_view owner, int crash_budget,
                     std::int64_t now);
+  // Every row leased by `owner` (this agent, stopping) → pending at once,
+  // nothing counted.
+  int ReleaseOwner(std::string_view owner, std::int64_t now);
   // Distinct lease owners of in-flight rows.
   std::vector<std::string> LeaseOwners();
 
@@ -380,6 +389,8 @@ class Store {
   // Rows that PurgeDelivered(cutoff, batch) would delete, for archiving
   // before deletion.
   std::vector<Row> PeekDelivered(std::int64_t cutoff, int batch);
+  // Deletes these rows if they are still delivered (after archiving them).
+  int DeleteDelivered(const std::vector<std::int64_t>& ids);
   // Deletes up to `batch` dead rows chosen by `selector`.
   int PurgeDead(const DeadSelector& selector, int batch);
 

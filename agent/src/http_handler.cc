@@ -1,0 +1,44 @@
+#include "http_handler.h"
+
+namespace outbox::agent {
+namespace {
+
+transport::Message ToMessage(const Delivery& delivery) {
+  transport::Message message;
+  message.id = delivery.message_id;
+  message.topic = delivery.topic;
+  message.payload = delivery.payload;
+  if (delivery.headers != nullptr) message.headers = *delivery.headers;
+  message.created_at_ms = delivery.created_at_ms;
+  return message;
+}
+
+HandlerResult FromResult(transport::Result result) {
+  HandlerResult out;
+  out.outcome = result.outcome;
+  out.http_status = result.http_status;
+  out.endpoint_gone = result.endpoint_gone;
+  out.retry_after_ms = result.retry_after_ms;
+  out.error = std::move(result.error);
+  return out;
+}
+
+}  // namespace
+
+HttpHandler::HttpHandler(transport::EndpointOptions options) : endpoint_(std::move(options)) {}
+
+HandlerResult HttpHandler::Handle(const Delivery& delivery) {
+  return FromResult(endpoint_.Push(ToMessage(delivery)));
+}
+
+HandlerResult HttpHandler::HandleBatch(std::span<const Delivery> deliveries) {
+  if (deliveries.size() == 1) return Handle(deliveries.front());
+  std::vector<transport::Message> messages;
+  messages.reserve(deliveries.size());
+  for (const Delivery& delivery : deliveries) messages.push_back(ToMessage(delivery));
+  return FromResult(endpoint_.PushBatch(messages));
+}
+
+void HttpHandler::Abort() { endpoint_.AbortAll(); }
+
+}  // namespace outbox::agent

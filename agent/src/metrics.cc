@@ -1,0 +1,132 @@
+// In-process counters. One mutex: updates are a few additions per message.
+#include <algorithm>
+#include <chrono>
+#include <mutex>
+#include <set>
+
+#include "outbox/agent.h"
+
+namespace outbox::agent {
+namespace {
+
+// Commit → acknowledgement, seconds: from sub-millisecond eager sends to
+// deliveries after a day offline.
+const std::vector<double> kLatencyBounds = {0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025,
+                                            0.05,   0.1,   0.25,   0.5,   1,    2.5,
+                                            5,      10,    30,     60,    300,  3600,
+                                            86400};
+
+class SystemClockImpl final : public Clock {
+ public:
+  std::int64_t WallMs() override {
+    return std::chrono::duration_cast<std::chrono::milliseconds>(
+               std::chrono::system_clock::now().time_since_epoch())
+        .count();
+  }
+  std::chrono::steady_clock::time_point Monotonic() override {
+    return std::chrono::steady_clock::now();
+  }
+};
+
+}  // namespace
+
+std::shared_ptr<Clock> SystemClock() {
+  static const auto clock = std::make_shared<SystemClockImpl>();
+  return clock;
+}
+
+struct Metrics::Impl {
+  mutable std::mutex mutex;
+  std::set<std::string, std::less<>> labels;        // guarded by mutex
+  std::map<std::string, TopicCounters> counters;    // guarded by mutex
+  std::int64_t taken_back = 0;                      // guarded by mutex
+
+  TopicCounters& For(std::string_view topic) {
+    const std::string label = LabelLocked(topic);
+    auto [it, inserted] = counters.try_emplace(label);
+    if (inserted) it->second.latency_buckets.assign(kLatencyBounds.size(), 0);
+    return it->second;
+  }
+  std::string LabelLocked(std::string_view topic) const {
+    return labels.count(topic) != 0 ? std::string(topic) : std::string("other");
+  }
+};
+
+Metrics::Metrics() : impl_(std::make_unique<Impl>()) {}
+Metrics::~Metrics() = default;
+
+void Metrics::SetLabels(std::vector<std::string> topics) {
+  std::lock_guard lock(impl_->mutex);
+  for (auto& topic : topics) {
+    if (topic != "*") impl_->labels.insert(std::move(topic));
+  }
+}
+
+std::string Metrics::Label(std::string_view topic) const {
+  std::lock_guard lock(impl_->mutex);
+  return impl_->LabelLocked(topic);
+}
+
+void Metrics::Enqueued(std::string_view topic, std::int64_t n) {
+  std::lock_guard lock(impl_->mutex);
+  impl_->For(topic).enqueued += n;
+}
+
+void Metrics::Delivered(std::string_view topic, double latency_seconds) {
+  std::lock_guard lock(impl_->mutex);
+  TopicCounters& c = impl_->For(topic);
+  ++c.delivered;
+  latency_seconds = std::max(0.0, latency_seconds);
+  c.latency_sum_seconds += latency_seconds;
+  ++c.latency_count;
+  // Stored per bucket; RenderPrometheus makes them cumulative.
+  const auto it = std::lower_bound(kLatencyBounds.begin(), kLatencyBounds.end(), latency_seconds);
+  if (it != kLatencyBounds.end()) {
+    ++c.latency_buckets[static_cast<std::size_t>(it - kLatencyBounds.begin())];
+  }
+}
+
+void Metrics::AttemptFailed(std::string_view topic, bool cost_attempt) {
+  std::lock_guard lock(impl_->mutex);
+  TopicCounters& c = impl_->For(topic);
+  ++c.attempt_failures;
+  if (!cost_attempt) ++c.attempts_saved;
+}
+
+void Metrics::Dead(std::string_view topic, bool by_crash_budget) {
+  std::lock_guard lock(impl_->mutex);
+  TopicCounters& c = impl_->For(topic);
+  ++c.dead;
+  if (by_crash_budget) ++c.crash_budget_deaths;
+}
+
+void Metrics::Recycled(std::string_view topic, std::int64_t n) {
+  std::lock_guard lock(impl_->mutex);
+  impl_->For(topic).recycled += n;
+}
+
+void Metrics::PoolRejected(std::string_view topic) {
+  std::lock_guard lock(impl_->mutex);
+  ++impl_->For(topic).pool_rejections;
+}
+
+void Metrics::TakenBack(std::int64_t n) {
+  std::lock_guard lock(impl_->mutex);
+  impl_->taken_back += n;
+}
+
+MetricsSnapshot Metrics::Snapshot() const {
+  std::lock_guard lock(impl_->mutex);
+  MetricsSnapshot snapshot;
+  snapshot.latency_bounds_seconds = kLatencyBounds;
+  snapshot.topics = impl_->counters;
+  // Configured topics appear even before their first message.
+  for (const auto& label : impl_->labels) {
+    auto [it, inserted] = snapshot.topics.try_emplace(label);
+    if (inserted) it->second.latency_buckets.assign(kLatencyBounds.size(), 0);
+  }
+  snapshot.taken_back_leases = impl_->taken_back;
+  return snapshot;
+}
+
+}  // namespace outbox::agent

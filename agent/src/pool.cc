@@ -1,0 +1,95 @@
+#include "pool.h"
+
+#include <algorithm>
+
+namespace outbox::agent {
+
+WorkerPool::WorkerPool(std::string name, int workers, int capacity, int batch_max, Work work,
+                       std::function<void()> on_room)
+    : name_(std::move(name)),
+      capacity_(static_cast<std::size_t>(std::max(1, capacity))),
+      batch_max_(static_cast<std::size_t>(std::max(1, batch_max))),
+      work_(std::move(work)),
+      on_room_(std::move(on_room)) {
+  threads_.reserve(static_cast<std::size_t>(workers));
+  for (int i = 0; i < std::max(1, workers); ++i) {
+    threads_.emplace_back([this, i] { Loop(i); });
+  }
+}
+
+WorkerPool::~WorkerPool() {
+  StopIntake();
+  Join();
+}
+
+bool WorkerPool::TrySubmit(store::Claimed claimed) {
+  {
+    std::lock_guard lock(mutex_);
+    if (stopping_ || queue_.size() >= capacity_) return false;
+    queue_.push_back(std::move(claimed));
+  }
+  ready_.notify_one();
+  return true;
+}
+
+int WorkerPool::FreeSlots() const {
+  std::lock_guard lock(mutex_);
+  if (stopping_) return 0;
+  return static_cast<int>(capacity_ - std::min(capacity_, queue_.size()));
+}
+
+int WorkerPool::Busy() const {
+  std::lock_guard lock(mutex_);
+  return static_cast<int>(queue_.size()) + running_;
+}
+
+std::vector<store::Claimed> WorkerPool::StopIntake() {
+  std::vector<store::Claimed> unstarted;
+  {
+    std::lock_guard lock(mutex_);
+    stopping_ = true;
+    unstarted.assign(std::make_move_iterator(queue_.begin()),
+                     std::make_move_iterator(queue_.end()));
+    queue_.clear();
+  }
+  ready_.notify_all();
+  return unstarted;
+}
+
+bool WorkerPool::WaitIdle(std::chrono::steady_clock::time_point deadline) {
+  std::unique_lock lock(mutex_);
+  return idle_.wait_until(lock, deadline, [this] { return running_ == 0 && queue_.empty(); });
+}
+
+void WorkerPool::Join() {
+  for (auto& thread : threads_) {
+    if (thread.joinable()) thread.join();
+  }
+}
+
+void WorkerPool::Loop(int index) {
+  std::vector<store::Claimed> batch;
+  for (;;) {
+    {
+      std::unique_lock lock(mutex_);
+      ready_.wait(lock, [this] { return stopping_ || !queue_.empty(); });
+      if (queue_.empty()) return;  // stopping and nothing left
+      const std::size_t n = std::min(batch_max_, queue_.size());
+      batch.assign(std::make_move_iterator(queue_.begin()),
+                   std::make_move_iterator(queue_.begin() + static_cast<std::ptrdiff_t>(n)));
+      queue_.erase(queue_.begin(), queue_.begin() + static_cast<std::ptrdiff_t>(n));
+      ++running_;
+    }
+    work_(index, batch);  // catches everything itself: no exception crosses a thread
+    bool room = false;
+    {
+      std::lock_guard lock(mutex_);
+      --running_;
+      room = !stopping_ && queue_.size() <= capacity_ / 2;
+    }
+    idle_.notify_all();
+    if (room && on_room_) on_room_();
+  }
+}
+
+}  // namespace outbox::agent

@@ -1,0 +1,67 @@
+// A bounded pool of worker threads for one route.
+#pragma once
+
+#include <chrono>
+#include <condition_variable>
+#include <deque>
+#include <functional>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "outbox/store.h"
+
+namespace outbox::agent {
+
+// Holds claimed leases (ids, not payloads: workers read a row just before
+// sending it) in a bounded queue. TrySubmit never blocks: a full pool says
+// no and the caller reverts the claim. Thread-safe; owns and joins its
+// threads.
+class WorkerPool {
+ public:
+  // Runs on worker `index` with up to `batch_max` leases taken together.
+  using Work = std::function<void(int index, std::vector<store::Claimed>& batch)>;
+
+  // `on_room` runs (on a worker thread, without locks) when the queue has
+  // drained to half its capacity, so the sweeper can claim more.
+  WorkerPool(std::string name, int workers, int capacity, int batch_max, Work work,
+             std::function<void()> on_room);
+  ~WorkerPool();
+  WorkerPool(const WorkerPool&) = delete;
+  WorkerPool& operator=(const WorkerPool&) = delete;
+
+  bool TrySubmit(store::Claimed claimed);
+  // Queue slots free now.
+  int FreeSlots() const;
+  // Leases queued or being worked on.
+  int Busy() const;
+
+  // Refuses further submissions and returns the queued leases nobody started.
+  std::vector<store::Claimed> StopIntake();
+  // Waits until no worker is busy or the deadline passes; true if idle.
+  bool WaitIdle(std::chrono::steady_clock::time_point deadline);
+  // Joins the workers (after StopIntake; waits for running work).
+  void Join();
+
+  const std::string& name() const { return name_; }
+
+ private:
+  void Loop(int index);
+
+  const std::string name_;
+  const std::size_t capacity_;
+  const std::size_t batch_max_;
+  const Work work_;
+  const std::function<void()> on_room_;
+
+  mutable std::mutex mutex_;
+  std::condition_variable ready_;     // work arrived or stopping
+  std::condition_variable idle_;      // a worker finished
+  std::deque<store::Claimed> queue_;  // guarded by mutex_
+  int running_ = 0;                   // guarded by mutex_
+  bool stopping_ = false;             // guarded by mutex_
+  std::vector<std::thread> threads_;  // joined by Join()
+};
+
+}  // namespace outbox::agent

@@ -1,0 +1,183 @@
+// Group commit: one write transaction for everything queued meanwhile.
+#include "writer.h"
+
+#include <spdlog/logger.h>
+
+#include <algorithm>
+#include <chrono>
+
+namespace outbox::agent {
+namespace {
+
+constexpr int kSqliteBusy = 5;
+constexpr int kSqliteLocked = 6;
+
+bool IsBusy(const store::StoreError& e) {
+  const int primary = e.sqlite_code() & 0xff;
+  return primary == kSqliteBusy || primary == kSqliteLocked;
+}
+
+}  // namespace
+
+Writer::Writer(const store::Options& options, std::shared_ptr<spdlog::logger> logger)
+    : store_(std::make_unique<store::Store>(options)),
+      database_id_(store_->database_id()),
+      logger_(std::move(logger)) {
+  thread_ = std::jthread([this](std::stop_token stop) { Loop(std::move(stop)); });
+}
+
+Writer::~Writer() {
+  thread_.request_stop();
+  if (thread_.joinable()) thread_.join();
+}
+
+void Writer::Submit(Task task) {
+  {
+    std::lock_guard lock(mutex_);
+    queue_.push_back({std::move(task), nullptr, false});
+  }
+  wake_.notify_one();
+}
+
+void Writer::Run(std::function<void(store::Store&)> apply) {
+  auto done = std::make_shared<std::promise<void>>();
+  std::future<void> result = done->get_future();
+  {
+    std::lock_guard lock(mutex_);
+    if (!thread_.joinable() || thread_.get_stop_token().stop_requested()) {
+      throw std::runtime_error("writer: stopped");
+    }
+    queue_.push_back({Task{std::move(apply), nullptr}, done, false});
+  }
+  wake_.notify_one();
+  result.get();
+}
+
+void Writer::RunAlone(std::function<void(store::Store&)> apply) {
+  auto done = std::make_shared<std::promise<void>>();
+  std::future<void> result = done->get_future();
+  {
+    std::lock_guard lock(mutex_);
+    if (!thread_.joinable() || thread_.get_stop_token().stop_requested()) {
+      throw std::runtime_error("writer: stopped");
+    }
+    queue_.push_back({Task{std::move(apply), nullptr}, done, true});
+  }
+  wake_.notify_one();
+  result.get();
+}
+
+std::int64_t Writer::transactions() const {
+  std::lock_guard lock(mutex_);
+  return transactions_;
+}
+
+void Writer::Loop(std::stop_token stop) {
+  for (;;) {
+    std::deque<Item> batch;
+    {
+      std::unique_lock lock(mutex_);
+      wake_.wait(lock, stop, [this] { return !queue_.empty(); });
+      // Once stopped, drain what is queued (reverts of a stopping agent)
+      // and leave.
+      if (queue_.empty()) return;
+      batch.swap(queue_);
+    }
+    ApplyBatch(batch);
+  }
+}
+
+void Writer::ApplyBatch(std::deque<Item>& batch) {
+  std::stop_token stop = thread_.get_stop_token();
+  while (!batch.empty()) {
+    // A run of ordinary items shares one transaction; an "alone" item runs
+    // by itself, in order.
+    std::deque<Item> segment;
+    if (batch.front().alone) {
+      segment.push_back(std::move(batch.front()));
+      batch.pop_front();
+    } else {
+      while (!batch.empty() && !batch.front().alone) {
+        segment.push_back(std::move(batch.front()));
+        batch.pop_front();
+      }
+    }
+    if (segment.size() > 1 && !Commit(segment, stop)) {
+      // Something in the group failed for a reason other than a lock: find
+      // it by applying each item on its own, so one bad item costs only itself.
+      for (auto& item : segment) {
+        std::deque<Item> one;
+        one.push_back(std::move(item));
+        Commit(one, stop);
+      }
+    } else if (segment.size() == 1) {
+      Commit(segment, stop);
+    }
+  }
+}
+
+bool Writer::Commit(std::deque<Item>& segment, std::stop_token& stop) {
+  constexpr int kAttemptsWhenStopping = 3;
+  constexpr int kAttemptsOnError = 3;
+  int errors = 0;
+  for (int attempt = 0;; ++attempt) {
+    std::exception_ptr failure;
+    bool busy = false;
+    try {
+      if (segment.front().alone) {
+        segment.front().task.apply(*store_);
+      } else {
+        store::Store::WriteTransaction txn(*store_);
+        for (auto& item : segment) item.task.apply(*store_);
+        txn.Commit();
+      }
+      {
+        std::lock_guard lock(mutex_);
+        ++transactions_;
+      }
+      for (auto& item : segment) {
+        if (item.task.after_commit) {
+          try {
+            item.task.after_commit();
+          } catch (const std::exception& e) {
+            logger_->error("writer: after-commit action failed: {}", e.what());
+          }
+        }
+        if (item.done) item.done->set_value();
+      }
+      return true;
+    } catch (const store::StoreError& e) {
+      busy = IsBusy(e);
+      failure = std::current_exception();
+    } catch (...) {
+      failure = std::current_exception();
+    }
+
+    const bool stopping = stop.stop_requested();
+    if (busy && !(stopping && attempt + 1 >= kAttemptsWhenStopping)) {
+      // Another process holds the write lock beyond the busy timeout. Nothing
+      // of this group was applied; try it again, a little later each time.
+      const auto pause = std::chrono::milliseconds(std::min(500, 10 << std::min(attempt, 6)));
+      if (attempt % 10 == 0) logger_->warn("writer: database busy, retrying (attempt {})", attempt + 1);
+      std::unique_lock lock(mutex_);
+      wake_.wait_for(lock, stop, pause, [] { return false; });
+      continue;
+    }
+    if (segment.size() > 1) return false;
+    if (!busy && ++errors < kAttemptsOnError && !stopping) continue;
+    // Give up on this item: a Run caller gets the error; an asynchronous
+    // change is lost here, which only means the row's lease expires and it
+    // is sent again (at-least-once).
+    try {
+      std::rethrow_exception(failure);
+    } catch (const std::exception& e) {
+      logger_->error("writer: giving up on a state change: {}", e.what());
+    } catch (...) {
+      logger_->error("writer: giving up on a state change");
+    }
+    if (segment.front().done) segment.front().done->set_exception(failure);
+    return false;
+  }
+}
+
+}  // namespace outbox::agent

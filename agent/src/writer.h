@@ -1,0 +1,77 @@
+// The one thread that writes outbox state for an agent (group commit).
+#pragma once
+
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <future>
+#include <memory>
+#include <mutex>
+#include <thread>
+
+#include "outbox/store.h"
+
+namespace spdlog {
+class logger;
+}
+
+namespace outbox::agent {
+
+// Owns a write connection and a thread. Tasks submitted from any thread are
+// applied in submission order; everything queued while a transaction runs
+// goes into the next one, so N workers finishing at once cost one commit,
+// not N. Thread-safe.
+class Writer {
+ public:
+  struct Task {
+    // Applied inside the shared write transaction. May run more than once if
+    // the transaction is retried (SQLITE_BUSY), so it must only touch the
+    // database and state it resets itself.
+    std::function<void(store::Store&)> apply;
+    // Runs on the writer thread after the commit succeeded. Must not block.
+    std::function<void()> after_commit;
+  };
+
+  // Opens the write connection (creating or migrating the schema); throws
+  // store errors.
+  Writer(const store::Options& options, std::shared_ptr<spdlog::logger> logger);
+  // Applies what is queued, then joins the thread.
+  ~Writer();
+  Writer(const Writer&) = delete;
+  Writer& operator=(const Writer&) = delete;
+
+  void Submit(Task task);
+  // Applies `apply` in the next transaction and waits for its commit.
+  // Rethrows what `apply` or the commit threw.
+  void Run(std::function<void(store::Store&)> apply);
+  // Like Run, but outside any transaction (PRAGMAs such as wal_checkpoint).
+  void RunAlone(std::function<void(store::Store&)> apply);
+
+  const std::string& database_id() const { return database_id_; }
+  std::int64_t transactions() const;
+
+ private:
+  struct Item {
+    Task task;
+    std::shared_ptr<std::promise<void>> done;  // for Run; null for Submit
+    bool alone = false;
+  };
+
+  void Loop(std::stop_token stop);
+  void ApplyBatch(std::deque<Item>& batch);
+  // Retries SQLITE_BUSY with backoff; returns false when the stop came first.
+  bool Commit(std::deque<Item>& batch, std::stop_token& stop);
+
+  std::unique_ptr<store::Store> store_;
+  std::string database_id_;
+  std::shared_ptr<spdlog::logger> logger_;
+
+  mutable std::mutex mutex_;
+  std::condition_variable_any wake_;
+  std::deque<Item> queue_;          // guarded by mutex_
+  std::int64_t transactions_ = 0;   // guarded by mutex_
+  std::jthread thread_;             // last: joined before the rest goes
+};
+
+}  // namespace outbox::agent

@@ -1,0 +1,363 @@
+# install-rules.cmake: how edge-outbox installs, exports and packages itself.
+#
+# Included once from the top-level CMakeLists.txt AFTER every component's
+# add_subdirectory(), so that it sees every target and its link libraries.
+#
+# Wiring in a component: the targets listed below install when they exist, so
+# outbox_transport, outbox_agent and outboxd need no line of their own. A new
+# library or program is one more name in OUTBOX_INSTALL_LIBRARIES or
+# OUTBOX_INSTALL_PROGRAMS. A library's public headers are the `include/`
+# folder beside its CMakeLists.txt (STYLE.md rule 1).
+#
+# What the package config needs from other packages is read off the
+# libraries' INTERFACE_LINK_LIBRARIES (for static libraries CMake records the
+# private dependencies there too, as $<LINK_ONLY:...>), so the installed
+# outboxConfig.cmake, outbox.pc and the Debian Suggests can't silently miss a
+# dependency: an imported target without an entry in
+# _outbox_describe_dependency() below stops the configure step.
+#
+# Layout. With CMAKE_INSTALL_PREFIX=/usr (the Debian package, see
+# packaging/check-package.sh) the example config goes to /etc/outbox, the
+# systemd unit to /lib/systemd/system and the parent of the database
+# directories is /var/lib/outbox, as Debian 12 expects. Under any other prefix
+# all three stay inside the prefix (etc/outbox, lib/systemd/system,
+# var/lib/outbox), so `cmake --install build --prefix DIR` of such a build
+# never writes outside DIR. A /usr build is staged with DESTDIR instead.
+
+include(CMakePackageConfigHelpers)
+
+# Libraries in link order (a library before the ones it uses), then programs.
+set(OUTBOX_INSTALL_LIBRARIES outbox_agent outbox_transport outbox_store)
+set(OUTBOX_INSTALL_PROGRAMS outboxd outboxctl)
+
+set(OUTBOX_INSTALL_CMAKEDIR "" CACHE STRING
+    "Where outboxConfig.cmake goes (empty: LIBDIR/cmake/outbox)")
+set(OUTBOX_INSTALL_CONFDIR "" CACHE STRING
+    "Where the example config goes (empty: /etc/outbox for prefix /usr, else etc/outbox)")
+set(OUTBOX_INSTALL_UNITDIR "" CACHE STRING
+    "Where the systemd unit goes (empty: /lib/systemd/system for prefix /usr, else lib/systemd/system)")
+mark_as_advanced(OUTBOX_INSTALL_CMAKEDIR OUTBOX_INSTALL_CONFDIR OUTBOX_INSTALL_UNITDIR)
+
+set(_outbox_cmakedir "${OUTBOX_INSTALL_CMAKEDIR}")
+if(NOT _outbox_cmakedir)
+  set(_outbox_cmakedir "${CMAKE_INSTALL_LIBDIR}/cmake/outbox")
+endif()
+set(_outbox_confdir "${OUTBOX_INSTALL_CONFDIR}")
+set(_outbox_unitdir "${OUTBOX_INSTALL_UNITDIR}")
+if(CMAKE_INSTALL_PREFIX STREQUAL "/usr")
+  if(NOT _outbox_confdir)
+    set(_outbox_confdir /etc/outbox)
+  endif()
+  if(NOT _outbox_unitdir)
+    set(_outbox_unitdir /lib/systemd/system)
+  endif()
+  set(_outbox_statedir /var/lib/outbox)
+else()
+  if(NOT _outbox_confdir)
+    set(_outbox_confdir "${CMAKE_INSTALL_SYSCONFDIR}/outbox")
+  endif()
+  if(NOT _outbox_unitdir)
+    set(_outbox_unitdir lib/systemd/system)
+  endif()
+  set(_outbox_statedir "${CMAKE_INSTALL_LOCALSTATEDIR}/lib/outbox")
+endif()
+# Absolute forms, for the files that name these paths.
+foreach(_dir confdir unitdir statedir)
+  if(IS_ABSOLUTE "${_outbox_${_dir}}")
+    set(_outbox_full_${_dir} "${_outbox_${_dir}}")
+  else()
+    set(_outbox_full_${_dir} "${CMAKE_INSTALL_PREFIX}/${_outbox_${_dir}}")
+  endif()
+endforeach()
+
+# A /usr build names /etc, /lib and /var: `cmake --install --prefix DIR` of it
+# would still write there, so refuse that; stage it with DESTDIR instead.
+if(IS_ABSOLUTE "${_outbox_confdir}" OR IS_ABSOLUTE "${_outbox_unitdir}"
+   OR IS_ABSOLUTE "${_outbox_statedir}")
+  install(CODE "
+    if(NOT CMAKE_INSTALL_PREFIX STREQUAL \"${CMAKE_INSTALL_PREFIX}\"
+       AND \"\$ENV{DESTDIR}\" STREQUAL \"\")
+      message(FATAL_ERROR \"edge-outbox was configured for ${CMAKE_INSTALL_PREFIX} and \"
+        \"installs files to ${_outbox_full_confdir}, ${_outbox_full_unitdir} and \"
+        \"${_outbox_full_statedir}; --prefix would not move them. Stage it \"
+        \"with DESTDIR=DIR cmake --install BUILD, or configure with \"
+        \"-DCMAKE_INSTALL_PREFIX=\${CMAKE_INSTALL_PREFIX}.\")
+    endif()"
+    ALL_COMPONENTS)
+endif()
+
+# _outbox_describe_dependency(ITEM): what a consumer of the installed package
+# needs for one entry of a library's INTERFACE_LINK_LIBRARIES. Sets, in the
+# caller's scope: _dep_package (for find_dependency), _dep_pc_requires
+# (pkg-config modules), _dep_pc_libs and _dep_pc_cflags (flags for what has no
+# .pc file) and _dep_deb (the Debian package holding its development files).
+function(_outbox_describe_dependency item)
+  set(package "")
+  set(requires "")
+  set(libs "")
+  set(cflags "")
+  set(deb "")
+  if(item STREQUAL "SQLiteCpp")
+    # Debian's libsqlitecpp-dev ships only a static library and no .pc
+    # file; these flags copy its SQLiteCppTargets.cmake.
+    set(package SQLiteCpp)
+    set(requires sqlite3)
+    set(libs -lSQLiteCpp -pthread -ldl)
+    set(cflags -DSQLITE_ENABLE_COLUMN_METADATA)
+    set(deb libsqlitecpp-dev)
+  elseif(item STREQUAL "SQLite::SQLite3")
+    set(package SQLite3)
+    set(requires sqlite3)
+    set(deb libsqlite3-dev)
+  elseif(item STREQUAL "CURL::libcurl")
+    set(package CURL)
+    set(requires libcurl)
+    set(deb libcurl4-openssl-dev)
+  elseif(item STREQUAL "OpenSSL::SSL")
+    set(package OpenSSL)
+    set(requires libssl)
+    set(deb libssl-dev)
+  elseif(item STREQUAL "OpenSSL::Crypto")
+    set(package OpenSSL)
+    set(requires libcrypto)
+    set(deb libssl-dev)
+  elseif(item MATCHES "^spdlog::")
+    set(package spdlog)
+    set(requires spdlog)
+    set(deb libspdlog-dev)
+  elseif(item MATCHES "^fmt::")
+    set(package fmt)
+    set(requires fmt)
+    set(deb libfmt-dev)
+  elseif(item STREQUAL "cereal::cereal" OR item STREQUAL "cereal")
+    set(package cereal)  # header-only
+    set(deb libcereal-dev)
+  elseif(item STREQUAL "CLI11::CLI11")
+    set(package CLI11)  # header-only
+    set(deb libcli11-dev)
+  elseif(item STREQUAL "Threads::Threads")
+    set(package Threads)
+    set(libs -pthread)
+  else()
+    message(FATAL_ERROR
+      "install-rules.cmake: an installed outbox library links ${item}; tell "
+      "_outbox_describe_dependency() how a consumer finds it (find_package name, "
+      "pkg-config module, Debian -dev package).")
+  endif()
+  set(_dep_package "${package}" PARENT_SCOPE)
+  set(_dep_pc_requires "${requires}" PARENT_SCOPE)
+  set(_dep_pc_libs "${libs}" PARENT_SCOPE)
+  set(_dep_pc_cflags "${cflags}" PARENT_SCOPE)
+  set(_dep_deb "${deb}" PARENT_SCOPE)
+endfunction()
+
+# --- libraries, headers, export set ------------------------------------------
+
+set(_outbox_find_packages "")
+set(_outbox_pc_requires "")
+set(_outbox_pc_own_libs "")
+set(_outbox_pc_dep_libs "")
+set(_outbox_pc_cflags "")
+set(_outbox_deb_suggests "")
+set(_outbox_any_shared FALSE)
+foreach(_lib IN LISTS OUTBOX_INSTALL_LIBRARIES)
+  if(NOT TARGET ${_lib})
+    continue()
+  endif()
+  get_target_property(_type ${_lib} TYPE)
+  string(REGEX REPLACE "^outbox_" "" _name "${_lib}")
+  # outbox_store is exported as outbox::store, the same name as in-tree.
+  set_target_properties(${_lib} PROPERTIES EXPORT_NAME ${_name})
+  if(_type STREQUAL "SHARED_LIBRARY")
+    set(_outbox_any_shared TRUE)
+    # 0.x: every minor release may break the ABI.
+    set_target_properties(${_lib} PROPERTIES
+      VERSION ${PROJECT_VERSION}
+      SOVERSION ${PROJECT_VERSION_MAJOR}.${PROJECT_VERSION_MINOR})
+  endif()
+  install(TARGETS ${_lib} EXPORT outboxTargets
+    ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR} COMPONENT Development
+    LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR} COMPONENT Runtime
+            NAMELINK_COMPONENT Development
+    RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR} COMPONENT Runtime
+    INCLUDES DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
+  get_target_property(_src ${_lib} SOURCE_DIR)
+  install(DIRECTORY "${_src}/include/"
+    DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}
+    COMPONENT Development
+    FILES_MATCHING PATTERN "*.h")
+  get_target_property(_out ${_lib} OUTPUT_NAME)
+  if(NOT _out)
+    set(_out ${_lib})
+  endif()
+  list(APPEND _outbox_pc_own_libs "-l${_out}")
+
+  get_target_property(_links ${_lib} INTERFACE_LINK_LIBRARIES)
+  if(NOT _links)
+    set(_links "")
+  endif()
+  foreach(_item IN LISTS _links)
+    string(REGEX REPLACE "^\\$<LINK_ONLY:(.*)>$" "\\1" _item "${_item}")
+    if(_item MATCHES "^outbox(_|::)")
+      continue()  # one of ours: same export set
+    endif()
+    if(_item MATCHES "^\\$<")
+      message(FATAL_ERROR "install-rules.cmake: ${_lib} links ${_item}; "
+        "generator expressions in link libraries are not handled here")
+    endif()
+    if(NOT TARGET ${_item})
+      # A plain library name or flag, e.g. m or -latomic.
+      if(_item MATCHES "^-")
+        list(APPEND _outbox_pc_dep_libs "${_item}")
+      else()
+        list(APPEND _outbox_pc_dep_libs "-l${_item}")
+      endif()
+      continue()
+    endif()
+    _outbox_describe_dependency("${_item}")
+    list(APPEND _outbox_find_packages ${_dep_package})
+    list(APPEND _outbox_pc_requires ${_dep_pc_requires})
+    list(APPEND _outbox_pc_dep_libs ${_dep_pc_libs})
+    list(APPEND _outbox_pc_cflags ${_dep_pc_cflags})
+    list(APPEND _outbox_deb_suggests ${_dep_deb})
+  endforeach()
+endforeach()
+foreach(_list _outbox_find_packages _outbox_pc_requires _outbox_pc_dep_libs
+              _outbox_pc_cflags _outbox_deb_suggests)
+  list(REMOVE_DUPLICATES ${_list})
+endforeach()
+# -pthread last: after every archive that may need it.
+if("-pthread" IN_LIST _outbox_pc_dep_libs)
+  list(REMOVE_ITEM _outbox_pc_dep_libs -pthread)
+  list(APPEND _outbox_pc_dep_libs -pthread)
+endif()
+
+install(EXPORT outboxTargets
+  NAMESPACE outbox::
+  DESTINATION ${_outbox_cmakedir}
+  COMPONENT Development)
+
+set(OUTBOX_FIND_DEPENDENCIES "")
+foreach(_pkg IN LISTS _outbox_find_packages)
+  string(APPEND OUTBOX_FIND_DEPENDENCIES "find_dependency(${_pkg})\n")
+endforeach()
+configure_package_config_file(
+  "${PROJECT_SOURCE_DIR}/cmake/outboxConfig.cmake.in"
+  "${PROJECT_BINARY_DIR}/packaging/outboxConfig.cmake"
+  INSTALL_DESTINATION ${_outbox_cmakedir})
+# 0.x: a minor release may break the API, so only the same minor is compatible.
+write_basic_package_version_file(
+  "${PROJECT_BINARY_DIR}/packaging/outboxConfigVersion.cmake"
+  COMPATIBILITY SameMinorVersion)
+install(FILES
+    "${PROJECT_BINARY_DIR}/packaging/outboxConfig.cmake"
+    "${PROJECT_BINARY_DIR}/packaging/outboxConfigVersion.cmake"
+  DESTINATION ${_outbox_cmakedir}
+  COMPONENT Development)
+
+# pkg-config: static libraries need their dependencies on the link line, so
+# everything goes into Requires/Libs, not the .private fields.
+foreach(_dir libdir includedir)
+  string(TOUPPER "${_dir}" _up)
+  if(IS_ABSOLUTE "${CMAKE_INSTALL_${_up}}")
+    set(OUTBOX_PC_${_up} "${CMAKE_INSTALL_${_up}}")
+  else()
+    set(OUTBOX_PC_${_up} "\${prefix}/${CMAKE_INSTALL_${_up}}")
+  endif()
+endforeach()
+list(JOIN _outbox_pc_requires " " OUTBOX_PC_REQUIRES)
+list(JOIN _outbox_pc_own_libs " " _own)
+list(JOIN _outbox_pc_dep_libs " " _deps)
+set(OUTBOX_PC_LIBS "-L\${libdir} ${_own} ${_deps}")
+list(JOIN _outbox_pc_cflags " " OUTBOX_PC_CFLAGS)
+configure_file("${PROJECT_SOURCE_DIR}/packaging/outbox.pc.in"
+  "${PROJECT_BINARY_DIR}/packaging/outbox.pc" @ONLY)
+install(FILES "${PROJECT_BINARY_DIR}/packaging/outbox.pc"
+  DESTINATION ${CMAKE_INSTALL_LIBDIR}/pkgconfig
+  COMPONENT Development)
+
+# --- programs, service, config, docs ------------------------------------------
+
+foreach(_prog IN LISTS OUTBOX_INSTALL_PROGRAMS)
+  if(NOT TARGET ${_prog})
+    continue()
+  endif()
+  if(_outbox_any_shared AND NOT CMAKE_INSTALL_FULL_LIBDIR IN_LIST
+     CMAKE_CXX_IMPLICIT_LINK_DIRECTORIES)
+    set_target_properties(${_prog} PROPERTIES
+      INSTALL_RPATH "$ORIGIN/../${CMAKE_INSTALL_LIBDIR}")
+  endif()
+  install(TARGETS ${_prog}
+    RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR} COMPONENT Runtime)
+endforeach()
+
+# The unit in the source tree names the Debian paths; elsewhere, rewrite them.
+set(_outbox_unit_source "${PROJECT_SOURCE_DIR}/packaging/systemd/outboxd@.service")
+set_property(DIRECTORY APPEND PROPERTY CMAKE_CONFIGURE_DEPENDS "${_outbox_unit_source}")
+file(READ "${_outbox_unit_source}" _unit)
+string(REPLACE "/usr/bin/" "${CMAKE_INSTALL_FULL_BINDIR}/" _unit "${_unit}")
+string(REPLACE "/usr/share/doc/edge-outbox/" "${CMAKE_INSTALL_FULL_DOCDIR}/" _unit "${_unit}")
+string(REPLACE "/etc/outbox/" "${_outbox_full_confdir}/" _unit "${_unit}")
+string(REPLACE "/var/lib/outbox/" "${_outbox_full_statedir}/" _unit "${_unit}")
+file(CONFIGURE OUTPUT "${PROJECT_BINARY_DIR}/packaging/outboxd@.service"
+  CONTENT "${_unit}" @ONLY)
+install(FILES "${PROJECT_BINARY_DIR}/packaging/outboxd@.service"
+  DESTINATION "${_outbox_unitdir}"
+  COMPONENT Runtime)
+install(FILES "${PROJECT_SOURCE_DIR}/packaging/outboxd.example.json"
+  DESTINATION "${_outbox_confdir}"
+  COMPONENT Runtime)
+# Parent of the per-instance database directories (the unit's ReadWritePaths).
+install(DIRECTORY DESTINATION "${_outbox_statedir}" COMPONENT Runtime)
+install(FILES "${PROJECT_SOURCE_DIR}/packaging/prometheus/outbox-alerts.yml"
+  DESTINATION ${CMAKE_INSTALL_DATADIR}/edge-outbox/prometheus
+  COMPONENT Runtime)
+install(FILES "${PROJECT_SOURCE_DIR}/README.md"
+  DESTINATION ${CMAKE_INSTALL_DOCDIR}
+  COMPONENT Runtime)
+
+# --- Debian package (CPack DEB) -------------------------------------------------
+# Build it with: cpack --config BUILD/CPackConfig.cmake (packaging/check-package.sh).
+# One package, edge-outbox, with the daemon, the tool, the unit, the example
+# config and the development files. Installing it starts nothing.
+
+set(CPACK_GENERATOR DEB)
+set(CPACK_PACKAGE_NAME edge-outbox)
+set(CPACK_PACKAGE_VENDOR "edge-outbox developers")
+set(CPACK_PACKAGE_CONTACT "edge-outbox developers <dev@edge-outbox.invalid>")
+set(CPACK_PACKAGE_DESCRIPTION_SUMMARY "${PROJECT_DESCRIPTION}")
+set(CPACK_PACKAGE_DESCRIPTION
+  "An application commits its own rows and an outbox row in one SQLite
+transaction; outboxd pushes the message over HTTP right after the commit and
+retries until the receiver acknowledges it (at-least-once, with a stable
+Idempotency-Key). Contains outboxd (systemd template unit outboxd@.service),
+outboxctl, the C++ libraries with their CMake and pkg-config files, an example
+config and Prometheus alert rules.")
+set(CPACK_PACKAGING_INSTALL_PREFIX "${CMAKE_INSTALL_PREFIX}")
+set(CPACK_STRIP_FILES ON)
+set(CPACK_DEBIAN_FILE_NAME DEB-DEFAULT)
+set(CPACK_DEBIAN_PACKAGE_RELEASE 1)
+set(CPACK_DEBIAN_PACKAGE_SECTION net)
+set(CPACK_DEBIAN_PACKAGE_PRIORITY optional)
+# Runtime libraries come from dpkg-shlibdeps; postinst needs adduser.
+set(CPACK_DEBIAN_PACKAGE_SHLIBDEPS ON)
+set(CPACK_DEBIAN_PACKAGE_DEPENDS "adduser")
+# find_package(outbox) / pkg-config outbox need these; outboxd does not.
+list(JOIN _outbox_deb_suggests ", " CPACK_DEBIAN_PACKAGE_SUGGESTS)
+file(CONFIGURE OUTPUT "${PROJECT_BINARY_DIR}/packaging/debian/conffiles"
+  CONTENT "${_outbox_full_confdir}/outboxd.example.json\n")
+set(CPACK_DEBIAN_PACKAGE_CONTROL_EXTRA
+  "${PROJECT_BINARY_DIR}/packaging/debian/conffiles"
+  "${PROJECT_SOURCE_DIR}/packaging/debian/postinst"
+  "${PROJECT_SOURCE_DIR}/packaging/debian/prerm"
+  "${PROJECT_SOURCE_DIR}/packaging/debian/postrm")
+set(CPACK_DEBIAN_PACKAGE_CONTROL_STRICT_PERMISSION ON)
+if(_outbox_any_shared)
+  # A shlibs file for packages linking us, and ldconfig after (de)installation.
+  set(CPACK_DEBIAN_PACKAGE_GENERATE_SHLIBS ON)
+  file(CONFIGURE OUTPUT "${PROJECT_BINARY_DIR}/packaging/debian/triggers"
+    CONTENT "activate-noawait ldconfig\n")
+  list(APPEND CPACK_DEBIAN_PACKAGE_CONTROL_EXTRA
+    "${PROJECT_BINARY_DIR}/packaging/debian/triggers")
+endif()
+include(CPack)

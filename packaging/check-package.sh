@@ -1,0 +1,279 @@
+#!/usr/bin/env bash
+# Builds the Debian package from a built tree and checks it and the installed
+# CMake and pkg-config files, without touching the system: everything is
+# extracted, staged and built under a throwaway directory.
+#
+# Usage: packaging/check-package.sh BUILD_DIR
+#   BUILD_DIR is built and configured with -DCMAKE_INSTALL_PREFIX=/usr
+#   (packaging/dev.sh does both). The package is left in BUILD_DIR/package/.
+#
+# Checks, in order:
+#   1. cpack builds edge-outbox_*.deb; its control data: Depends from
+#      dpkg-shlibdeps, the conffile, the maintainer scripts;
+#   2. its file list: the expected paths are there and nothing else is;
+#   3. the installed CMake and pkg-config files name no build or stage path;
+#   4. extracted with dpkg-deb -x, outboxctl runs from there (and outboxd
+#      --check-config on the example config, once outboxd is built);
+#   5. the systemd unit passes systemd-analyze verify and keeps its
+#      hardening (security exposure at most 2.0);
+#   6. the example config is DESIGN.md's; the alert rules parse and cover the
+#      four alarms;
+#   7. the maintainer scripts, run against stub commands: the user and group
+#      are created once, nothing is ever enabled or started;
+#   8. a staged install (DESTDIR): tests/consumer builds with
+#      find_package(outbox) and runs; so does the same program built with
+#      pkg-config --cflags --libs outbox.
+set -euo pipefail
+
+src=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+build=$(cd "${1:?usage: check-package.sh BUILD_DIR}" && pwd)
+
+fail() {
+  printf 'check-package: FAIL: %s\n' "$*" >&2
+  exit 1
+}
+ok() { printf '  ok  %s\n' "$*"; }
+cache() { sed -n "s/^$1:[A-Z]*=//p" "$build/CMakeCache.txt"; }
+
+[ -f "$build/CPackConfig.cmake" ] || fail "$build is not a configured edge-outbox build tree"
+prefix=$(cache CMAKE_INSTALL_PREFIX)
+[ "$prefix" = /usr ] ||
+  fail "$build is configured for prefix '$prefix'; a Debian package needs -DCMAKE_INSTALL_PREFIX=/usr"
+libdir=$(cache CMAKE_INSTALL_LIBDIR) # lib/<multiarch>
+cxx=$(cache CMAKE_CXX_COMPILER)
+version=$(sed -n 's/^set(CPACK_PACKAGE_VERSION "\(.*\)")$/\1/p' "$build/CPackConfig.cmake")
+
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+
+# What this build produced decides what the package must hold.
+programs=()
+for p in outboxctl outboxd; do
+  [ -n "$(find "$build" -name "$p" -type f -perm -u+x -not -path '*/CMakeFiles/*' \
+    -not -path "$build/package/*" -print -quit)" ] &&
+    programs+=("$p")
+done
+libraries=()
+while IFS= read -r lib; do
+  libraries+=("$lib")
+done < <(find "$build" \( -name 'liboutbox_*.a' -o -name 'liboutbox_*.so' \) -not -path "$build/package/*" \
+  -printf '%f\n' | sed 's/^lib\(outbox_[a-z_]*\)\..*/\1/' | sort -u)
+[ ${#libraries[@]} -gt 0 ] || fail "no outbox library in $build: build it first"
+
+# --- 1. the package and its control data -------------------------------------
+rm -rf "$build/package"
+cpack --config "$build/CPackConfig.cmake" -B "$build/package" >"$work/cpack.log" 2>&1 ||
+  { cat "$work/cpack.log" >&2; fail "cpack"; }
+debs=("$build"/package/edge-outbox_*.deb)
+if [ ${#debs[@]} -ne 1 ] || [ ! -f "${debs[0]}" ]; then
+  fail "expected one edge-outbox_*.deb in $build/package"
+fi
+deb=${debs[0]}
+printf '  %s (%s KiB)\n' "${deb#"$build"/}" "$(( $(stat -c %s "$deb") / 1024 ))"
+
+field() { dpkg-deb -f "$deb" "$1"; }
+[ "$(field Package)" = edge-outbox ] || fail "Package: $(field Package)"
+[[ "$(field Version)" == "$version"-* ]] || fail "Version $(field Version) is not $version-N"
+depends=$(field Depends)
+for d in adduser libc6 libstdc++6 libsqlite3-0; do
+  [[ ", $depends," == *", $d"[\ ,]* ]] || fail "Depends lacks $d (dpkg-shlibdeps?): $depends"
+done
+ok "control: Depends: $depends"
+dpkg-deb -e "$deb" "$work/control"
+[ "$(cat "$work/control/conffiles")" = /etc/outbox/outboxd.example.json ] ||
+  fail "conffiles: $(cat "$work/control/conffiles")"
+for s in postinst prerm postrm; do
+  [ -x "$work/control/$s" ] || fail "no executable $s in the package"
+done
+ok "control: conffile /etc/outbox/outboxd.example.json; postinst, prerm, postrm"
+
+# --- 2. the file list ------------------------------------------------------------
+dpkg-deb -c "$deb" | awk '{print $6}' | sed 's|^\.||' >"$work/files"
+expected=(
+  /lib/systemd/system/outboxd@.service
+  /etc/outbox/outboxd.example.json
+  /var/lib/outbox/
+  "/usr/$libdir/cmake/outbox/outboxConfig.cmake"
+  "/usr/$libdir/cmake/outbox/outboxConfigVersion.cmake"
+  "/usr/$libdir/cmake/outbox/outboxTargets.cmake"
+  "/usr/$libdir/pkgconfig/outbox.pc"
+  /usr/share/edge-outbox/prometheus/outbox-alerts.yml
+  /usr/share/doc/edge-outbox/README.md
+)
+for p in "${programs[@]}"; do expected+=("/usr/bin/$p"); done
+for l in "${libraries[@]}"; do
+  expected+=("/usr/include/outbox/${l#outbox_}.h")
+  if grep -qx "/usr/$libdir/lib$l.a" "$work/files"; then
+    expected+=("/usr/$libdir/lib$l.a")
+  else
+    expected+=("/usr/$libdir/lib$l.so")
+  fi
+done
+for p in "${expected[@]}"; do
+  grep -qxF "$p" "$work/files" || fail "the package lacks $p"
+done
+unexpected=$(grep -v '/$' "$work/files" | grep -Ev "^(/usr/bin/outbox(d|ctl)|/usr/include/outbox/[a-z_]+\.h|/usr/$libdir/(liboutbox_[a-z_]+\.(a|so[.0-9]*)|cmake/outbox/outbox[A-Za-z-]+\.cmake|pkgconfig/outbox\.pc)|/usr/share/doc/edge-outbox/.+|/usr/share/edge-outbox/.+|/lib/systemd/system/outboxd@\.service|/etc/outbox/outboxd\.example\.json)$" || true)
+[ -z "$unexpected" ] || fail "unexpected files in the package:"$'\n'"$unexpected"
+[[ " ${programs[*]} " == *" outboxd "* ]] || echo "  (outboxd is not built yet: /usr/bin/outboxd is not required)"
+ok "files: ${#expected[@]} expected paths present, nothing unexpected"
+
+# --- 3. relocatable CMake and pkg-config files -------------------------------
+root="$work/root"
+dpkg-deb -x "$deb" "$root"
+if grep -rlF -e "$build" -e "$src" -e "$work" "$root/usr/$libdir/cmake/outbox" "$root/usr/$libdir/pkgconfig"; then
+  fail "installed CMake or pkg-config files name a build path (above)"
+fi
+for p in "${programs[@]}"; do
+  if readelf -d "$root/usr/bin/$p" | grep -E 'R(UN)?PATH' | grep -qF "$build"; then
+    fail "/usr/bin/$p has an RPATH into the build tree"
+  fi
+done
+ok "installed config files and programs name no build path"
+
+# --- 4. the programs, run from the extracted package --------------------------
+export LD_LIBRARY_PATH="$root/usr/$libdir${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+ctl="$root/usr/bin/outboxctl"
+"$ctl" --help >"$work/help.txt" || fail "outboxctl --help"
+grep -q init "$work/help.txt" || fail "outboxctl --help does not mention init"
+"$ctl" --db "$work/extracted.db" init >/dev/null || fail "outboxctl --db X init"
+"$ctl" --db "$work/extracted.db" stats >/dev/null || fail "outboxctl --db X stats"
+ok "outboxctl from the package: --help, init, stats"
+if [ -x "$root/usr/bin/outboxd" ]; then
+  # The example's secrets are env: references; give them dummy values.
+  ORDERS_TOKEN="Bearer check-package" \
+    ORDERS_WEBHOOK_SECRET="whsec_$(printf 'check-package-secret-32-bytes!!!' | base64)" \
+    "$root/usr/bin/outboxd" --db "$work/extracted.db" \
+    --config "$root/etc/outbox/outboxd.example.json" --check-config ||
+    fail "outboxd --check-config on the example config"
+  ok "outboxd from the package: --check-config on the example config"
+else
+  echo "  (outboxd is not built yet: its --check-config step is skipped)"
+fi
+
+# --- 5. the systemd unit ----------------------------------------------------------
+unit="$root/lib/systemd/system/outboxd@.service"
+mkdir "$work/unit"
+daemon=/bin/true # until outboxd exists, verify everything else
+[ -x "$root/usr/bin/outboxd" ] && daemon="$root/usr/bin/outboxd"
+sed "s|/usr/bin/outboxd|$daemon|" "$unit" >"$work/unit/outboxd@.service"
+systemd-analyze verify "$work/unit/outboxd@.service" >"$work/verify.log" 2>&1 ||
+  { cat "$work/verify.log" >&2; fail "systemd-analyze verify"; }
+[ ! -s "$work/verify.log" ] || { cat "$work/verify.log" >&2; fail "systemd-analyze verify warns"; }
+exposure=$(systemd-analyze security --offline=true --threshold=20 "$work/unit/outboxd@.service" 2>&1 | tail -1) ||
+  fail "the unit lost its hardening: $exposure"
+# shellcheck disable=SC2016 # $MAINPID is systemd's, not ours
+for key in 'ProtectSystem=strict' 'ReadWritePaths=/var/lib/outbox/%i' 'NoNewPrivileges=yes' \
+  'UMask=0007' 'User=outbox' 'Restart=on-failure' 'ExecReload=/bin/kill -HUP $MAINPID' \
+  'EnvironmentFile=/etc/outbox/%i.env'; do
+  grep -qxF "$key" "$unit" || fail "the unit lacks $key"
+done
+ok "unit: systemd-analyze verify clean; ${exposure#→ }"
+
+# --- 6. example config and alert rules ------------------------------------------
+python3 - "$root/etc/outbox/outboxd.example.json" "$src/../shared/DESIGN.md" <<'PY' || fail "example config"
+import json, os, re, sys
+text = open(sys.argv[1]).read()
+json.loads(text)
+design = sys.argv[2]
+if os.path.exists(design):
+    block = re.search(r"```json\n(.*?)```", open(design).read(), re.S)
+    if not block or block.group(1) != text:
+        sys.exit("outboxd.example.json differs from the config example in DESIGN.md")
+    print("  ok  example config: valid JSON, identical to DESIGN.md's")
+else:
+    print("  ok  example config: valid JSON (DESIGN.md not beside the repository)")
+PY
+python3 - "$root/usr/share/edge-outbox/prometheus/outbox-alerts.yml" <<'PY' || fail "alert rules"
+import sys, yaml
+rules = [r for g in yaml.safe_load(open(sys.argv[1]))["groups"] for r in g["rules"]]
+assert all(r.get("alert") and r.get("expr") for r in rules), "every rule needs alert and expr"
+exprs = " ".join(r["expr"] for r in rules)
+for metric in ("outbox_dead", "outbox_oldest_pending_age_seconds",
+               "outbox_recycled_total", "outbox_pool_rejections_total"):
+    assert metric in exprs, "no alert on " + metric
+print("  ok  alert rules: %d alerts, the four alarms covered" % len(rules))
+PY
+
+# --- 7. maintainer scripts against stubs -------------------------------------------
+# Stubs record every call; a fake /run/systemd/system makes the scripts take
+# their "systemd is running" branch.
+stubs="$work/stubs" state="$work/state"
+mkdir -p "$stubs" "$state" "$work/run-systemd"
+cat >"$stubs/getent" <<EOF
+#!/bin/sh
+case "\$1" in
+  group) [ -e "$state/group" ] ;;
+  passwd) [ -e "$state/passwd" ] ;;
+  shadow) [ -e "$state/passwd" ] && echo "outbox:*:19000:0:99999:7::\$(cat "$state/expire" 2>/dev/null):" ;;
+  *) exit 2 ;;
+esac
+EOF
+for cmd in addgroup adduser usermod systemctl; do
+  cat >"$stubs/$cmd" <<EOF
+#!/bin/sh
+echo "$cmd \$*" >>"$work/calls"
+case "$cmd \$*" in
+  addgroup*) touch "$state/group" ;;
+  adduser*) touch "$state/passwd" ;;
+  *"--expiredate 1"*) echo 1 >"$state/expire" ;;
+  *"--expiredate "*) : >"$state/expire" ;;
+esac
+EOF
+done
+chmod +x "$stubs"/*
+run_script() {
+  sed "s|/run/systemd/system|$work/run-systemd|" "$work/control/$1" >"$work/$1"
+  PATH="$stubs:$PATH" sh -e "$work/$1" "$2" || fail "$1 $2"
+}
+run_script postinst configure # fresh install
+run_script postinst configure # reconfigure: nothing to create
+run_script prerm upgrade
+run_script prerm remove
+run_script postrm remove
+run_script postrm purge
+run_script postinst configure # reinstall after purge
+cat >"$work/calls.expected" <<'EOF'
+addgroup --system --quiet outbox
+adduser --system --quiet --ingroup outbox --no-create-home --home /nonexistent --shell /usr/sbin/nologin --gecos edge-outbox agent outbox
+systemctl --system daemon-reload
+systemctl --system daemon-reload
+systemctl stop outboxd@*.service
+systemctl --system daemon-reload
+usermod --lock --expiredate 1 outbox
+systemctl --system daemon-reload
+usermod --expiredate  outbox
+systemctl --system daemon-reload
+EOF
+diff -u "$work/calls.expected" "$work/calls" >&2 || fail "maintainer scripts made other calls (diff above)"
+! grep -Ew 'enable|start|restart|try-restart|reload-or-restart|preset|unmask' "$work/calls" ||
+  fail "a maintainer script enables or starts a unit"
+ok "maintainer scripts: user and group created once, re-enabled after purge; nothing enabled or started"
+
+# --- 8. staged install: find_package and pkg-config consumers -----------------
+stage="$work/stage"
+DESTDIR="$stage" cmake --install "$build" >/dev/null || fail "DESTDIR=$stage cmake --install"
+cmake -S "$src/tests/consumer" -B "$work/consumer" -G Ninja -DCMAKE_CXX_COMPILER="$cxx" \
+  -DCMAKE_PREFIX_PATH="$stage/usr" >"$work/consumer.log" 2>&1 ||
+  { cat "$work/consumer.log" >&2; fail "configuring tests/consumer against the stage"; }
+found=$(sed -n 's/^outbox_DIR:PATH=//p' "$work/consumer/CMakeCache.txt")
+[ "$found" = "$stage/usr/$libdir/cmake/outbox" ] || fail "find_package(outbox) found '$found', not the stage"
+cmake --build "$work/consumer" >>"$work/consumer.log" 2>&1 ||
+  { cat "$work/consumer.log" >&2; fail "building tests/consumer"; }
+out=$("$work/consumer/consumer" "$work/consumer.db") || fail "tests/consumer: $out"
+[ "$out" = pending=1 ] || fail "tests/consumer printed '$out'"
+linked=$(sed -n 's/^-- consumer links: //p' "$work/consumer.log")
+ok "tests/consumer via find_package(outbox) from the stage: $out (links $linked)"
+
+export PKG_CONFIG_PATH="$stage/usr/$libdir/pkgconfig"
+pc() { pkg-config --define-variable=prefix="$stage/usr" "$@" outbox; }
+[ "$(pc --modversion)" = "$version" ] || fail "pkg-config --modversion outbox: $(pc --modversion)"
+[ "$(pkg-config --path outbox)" = "$stage/usr/$libdir/pkgconfig/outbox.pc" ] || fail "pkg-config found $(pkg-config --path outbox)"
+flags=$(pc --cflags --libs) || fail "pkg-config --cflags --libs outbox"
+flags=${flags% }
+# shellcheck disable=SC2086 # the flags are words
+"$cxx" -std=c++20 "$src/tests/consumer/main.cc" -o "$work/consumer-pc" $flags ||
+  fail "building tests/consumer/main.cc with: $flags"
+out=$("$work/consumer-pc" "$work/consumer-pc.db") || fail "pkg-config consumer: $out"
+[ "$out" = pending=1 ] || fail "pkg-config consumer printed '$out'"
+ok "pkg-config --cflags --libs outbox: $flags"
+ok "the same program built with those flags: $out"

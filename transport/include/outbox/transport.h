@@ -1,0 +1,257 @@
+// outbox/transport.h: pushing outbox messages to an HTTP endpoint.
+//
+// DESIGN.md "HTTP contract" is the specification. An Endpoint POSTs one
+// message (or one batch) and says exactly what happened as a Result; the
+// agent turns that into state transitions, breaker decisions and metrics.
+//
+// Everything around the transfer is a pure function here (message id,
+// headers, signatures, bodies, classification) so that tests and fuzzers can
+// call it without a network.
+//
+// Errors: bad configuration or a misused call throws std::invalid_argument
+// naming the field before any I/O. What the network or the receiver does is a
+// value (Result). Only a broken environment (out of memory, libcurl failing
+// to initialise) throws anything else.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+namespace outbox::transport {
+
+// One HTTP header: name and value. Names compare case-insensitively.
+using Header = std::pair<std::string, std::string>;
+using Headers = std::vector<Header>;
+
+// Resolves a secret reference: "env:NAME" is the environment variable NAME,
+// "file:PATH" the file's contents without its trailing newline; any other
+// string is returned as it is. Throws std::invalid_argument naming `field`
+// (never the secret) if the variable is unset or the file unreadable.
+std::string ResolveSecret(std::string_view value, std::string_view field);
+
+// The message id of DESIGN.md: lowercase hex SHA-256 over a length-prefixed
+// encoding of (database_id, topic, key). Identical on every retry, unique
+// across devices (each database has its own identity). It is the
+// Idempotency-Key, ce-id and webhook-id of the message.
+std::string MessageId(std::string_view database_id, std::string_view topic, std::string_view key);
+
+// "urn:edge-outbox:<hostname>", the default CloudEvents source.
+std::string DefaultCloudEventsSource();
+
+enum class CloudEventsMode {
+  kNone,        // plain POST of the payload
+  kBinary,      // payload as body, attributes in ce-* headers
+  kStructured,  // application/cloudevents+json envelope around the payload
+};
+
+enum class BatchFormat {
+  kNdjson,       // application/x-ndjson, one JSON object per message
+  kCloudEvents,  // application/cloudevents-batch+json, one event per message
+};
+
+struct TlsOptions {
+  // PEM file of the CA certificates to trust; "" = the system's store.
+  std::string ca_file;
+  // PEM client certificate for mutual TLS; "" = none. May also hold the key.
+  std::string client_cert_file;
+  // PEM private key of client_cert_file; "" = inside client_cert_file.
+  std::string client_key_file;
+  // Skips verification of the server's certificate and host name. Anyone on
+  // the path can then read and change the traffic: for tests only.
+  bool insecure_skip_verify = false;
+};
+
+struct BatchOptions {
+  // Messages per request; 1 = no batching (one POST per message).
+  std::size_t max_messages = 1;
+  // Sum of the members' payload bytes per request (encoding overhead such as
+  // ids and base64 comes on top). A single larger message still goes alone.
+  std::size_t max_bytes = 1 << 20;
+  BatchFormat format = BatchFormat::kNdjson;
+};
+
+// Everything about one endpoint (one topic's route). Checked by Validate().
+struct EndpointOptions {
+  // http:// or https:// URL to POST to. Credentials do not belong in it: put
+  // them in `headers` (e.g. Authorization from "env:NAME").
+  std::string url;
+  // Limit for connecting (TCP and TLS handshake), ms.
+  std::int64_t connect_timeout_ms = 5000;
+  // Limit for a whole request, connecting included, ms.
+  std::int64_t timeout_ms = 5000;
+  // Extra headers sent with every request, values already resolved (see
+  // ResolveSecret). Authorization is allowed; names the transport sets itself
+  // (Idempotency-Key, Content-Type, Content-Length, ce-*, webhook-*, framing
+  // headers) are not.
+  Headers headers;
+  // Content-Type when the row's headers do not give one.
+  std::string content_type = "application/json";
+  CloudEventsMode cloudevents = CloudEventsMode::kNone;
+  // CloudEvents "source" attribute (a URI reference).
+  std::string ce_source = DefaultCloudEventsSource();
+  // Standard Webhooks secrets, resolved, each "whsec_<base64 of 24..64
+  // bytes>". Empty = no signature; several = one signature each (rotation).
+  std::vector<std::string> signing_secrets;
+  BatchOptions batch;
+  // Longest Retry-After honoured, ms; longer requests are cut to this.
+  std::int64_t max_retry_after_ms = 3'600'000;
+  // Bytes of a failed response's body kept in Result::error.
+  std::size_t max_error_body_bytes = 1024;
+  TlsOptions tls;
+};
+
+// Throws std::invalid_argument naming the first bad field (e.g.
+// "url: scheme must be http or https", "signing_secrets[1]: ...").
+void Validate(const EndpointOptions& options);
+
+// One outbox row as the transport needs it. Views only: the caller keeps the
+// data alive during the call.
+struct Message {
+  std::string_view id = {};       // MessageId() of the row
+  std::string_view topic = {};    // also the CloudEvents type
+  std::string_view payload = {};  // the body (bytes)
+  // The row's own headers (see ParseRowHeaders); may be empty.
+  std::span<const Header> headers = {};
+  std::int64_t created_at_ms = 0;  // ms since the Unix epoch; ce-time
+};
+
+// Parses a row's `headers` column (a JSON object of string values; "" means
+// none). Throws std::invalid_argument naming "headers" otherwise.
+Headers ParseRowHeaders(std::string_view headers_json);
+
+// The request headers for one message, in sending order. `body` is what will
+// be sent (for the signature), `now_s` the attempt's time in seconds since the
+// epoch (webhook-timestamp). The row's Content-Type wins over the endpoint's;
+// other row headers are added unless they name a reserved header
+// (Idempotency-Key, Authorization, Content-Length, ce-*, webhook-*, framing
+// headers) or one the endpoint sets: those are dropped, so a row can never
+// override them. Throws std::invalid_argument naming a row header whose name
+// is not an HTTP token or whose value holds a control character.
+Headers BuildHeaders(const EndpointOptions& options, const Message& message, std::string_view body,
+                     std::int64_t now_s);
+
+// The request headers for a batch request with id `batch_id` (BatchId()).
+// Row headers do not apply to a batch.
+Headers BuildBatchHeaders(const EndpointOptions& options, std::string_view batch_id,
+                          std::string_view body, std::int64_t now_s);
+
+// The JSON builders below write compact, valid JSON: a payload that is JSON
+// is re-written without whitespace (numbers digit for digit), anything else
+// goes base64. They throw std::invalid_argument naming the field when an id,
+// topic or content type is not valid UTF-8.
+
+// The request body for one message: the payload, or the CloudEvents JSON
+// envelope in structured mode.
+std::string BuildBody(const EndpointOptions& options, const Message& message);
+
+// One CloudEvents JSON event (structured mode and batch members). The payload
+// is embedded as "data" when it is JSON with a JSON content type, otherwise
+// as "data_base64".
+std::string BuildCloudEvent(const EndpointOptions& options, const Message& message);
+
+// NDJSON batch body: per message one line {"id","topic","time", and
+// "payload" (the JSON value) or "payload_base64" (when it is not JSON)}.
+std::string BuildNdjsonBatch(std::span<const Message> messages);
+
+// CloudEvents batch body: a JSON array of BuildCloudEvent() events.
+std::string BuildCloudEventsBatch(const EndpointOptions& options,
+                                  std::span<const Message> messages);
+
+// Idempotency key of a batch: hex SHA-256 over its members' ids in order, so
+// the same batch retried carries the same key.
+std::string BatchId(std::span<const Message> messages);
+
+// The Standard Webhooks signature header value: "v1,<base64 HMAC-SHA256>"
+// of "id.timestamp.body" per secret, space-separated. Throws
+// std::invalid_argument naming "signing_secrets[i]" for a malformed secret.
+std::string WebhookSignature(std::span<const std::string> secrets, std::string_view id,
+                             std::int64_t timestamp_s, std::string_view body);
+
+enum class Outcome {
+  kDelivered,        // 2xx
+  kEndpointFailure,  // not the message's fault: retry, count for the breaker
+  kMessageFailure,   // the receiver refused this message: permanent
+};
+
+// "delivered", "endpoint_failure", "message_failure" (for logs and metrics).
+std::string_view OutcomeName(Outcome outcome);
+
+struct Result {
+  Outcome outcome = Outcome::kEndpointFailure;
+  // Final HTTP status; 0 when no response arrived.
+  int http_status = 0;
+  // 410 Gone: the endpoint is retired (outcome is kMessageFailure).
+  bool endpoint_gone = false;
+  // Delay the endpoint asked for (Retry-After), ms, capped; endpoint failures
+  // only.
+  std::optional<std::int64_t> retry_after_ms;
+  // Why it failed, for last_error: libcurl's text, "aborted", or "HTTP 503:
+  // <body excerpt>". Never holds configured header values or secrets.
+  std::string error;
+  // Body bytes sent (the request size for metrics).
+  std::size_t request_bytes = 0;
+  // Wall time of the attempt, microseconds.
+  std::int64_t duration_us = 0;
+};
+
+// The one classification of DESIGN.md "Outcome". `curl_code` is libcurl's
+// result (0 = a response arrived), `http_status` its status, `retry_after`
+// the Retry-After header ("" if none), `now_ms` the current time (for an
+// HTTP-date). Sets outcome, http_status, endpoint_gone, retry_after_ms
+// (capped at max_retry_after_ms) and error (without a body excerpt).
+Result Classify(int curl_code, long http_status, std::string_view retry_after, std::int64_t now_ms,
+                std::int64_t max_retry_after_ms);
+
+// Retry-After as ms from `now_ms`: delta-seconds or an HTTP-date (a past
+// date gives 0). nullopt if the value is neither.
+std::optional<std::int64_t> ParseRetryAfter(std::string_view value, std::int64_t now_ms);
+
+// An HTTP endpoint with a pool of kept-alive connections.
+//
+// Thread-safe: several workers may call Push/PushBatch at once; each call
+// takes a connection of its own from the pool (a worker calling again gets a
+// kept-alive one back), so the pool grows to the number of concurrent
+// callers. AbortAll/ResetAbort may be called from any thread. The destructor
+// must not run while a call is in flight.
+class Endpoint {
+ public:
+  // Validates `options` (throws std::invalid_argument naming the field).
+  explicit Endpoint(EndpointOptions options);
+  ~Endpoint();
+  Endpoint(const Endpoint&) = delete;
+  Endpoint& operator=(const Endpoint&) = delete;
+
+  // POSTs one message. A row the builders above refuse (a malformed row
+  // header, a topic that is not UTF-8 in a JSON body) gives kMessageFailure
+  // with their error, without any I/O.
+  Result Push(const Message& message);
+
+  // POSTs 1..batch.max_messages messages as one request in the configured
+  // batch format; the Result applies to all of them. A kMessageFailure (other
+  // than endpoint_gone) means the receiver refused the batch: split it and
+  // retry smaller batches before marking any message dead. Throws
+  // std::invalid_argument if the batch is empty, has too many messages or
+  // (with more than one) exceeds batch.max_bytes.
+  Result PushBatch(std::span<const Message> messages);
+
+  // Ends every transfer in flight at once (they return kEndpointFailure with
+  // error "aborted") and makes later calls fail the same way without I/O
+  // until ResetAbort(). For the agent's stop deadline.
+  void AbortAll();
+  void ResetAbort();
+
+  const EndpointOptions& options() const;
+
+ private:
+  class Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace outbox::transport

@@ -1,0 +1,164 @@
+// Message ids and Standard Webhooks signatures. All hashing, HMAC and base64
+// is OpenSSL's.
+#include <openssl/evp.h>
+#include <openssl/hmac.h>
+
+#include <array>
+#include <memory>
+#include <stdexcept>
+#include <string>
+
+#include "internal.h"
+#include "outbox/transport.h"
+
+namespace outbox::transport {
+namespace {
+
+constexpr std::string_view kWebhookSecretPrefix = "whsec_";
+// Standard Webhooks: "secrets ... between 24 bytes and 64 bytes".
+constexpr std::size_t kMinWebhookKeyBytes = 24;
+constexpr std::size_t kMaxWebhookKeyBytes = 64;
+
+// OpenSSL failing to hash is a broken environment, not bad input.
+void CheckOpenSsl(bool ok, const char* what) {
+  if (!ok) throw std::runtime_error(std::string("OpenSSL ") + what + " failed");
+}
+
+std::string HexEncode(const unsigned char* bytes, std::size_t size) {
+  static constexpr char kDigits[] = "0123456789abcdef";
+  std::string hex;
+  hex.reserve(size * 2);
+  for (std::size_t i = 0; i < size; ++i) {
+    hex += kDigits[bytes[i] >> 4];
+    hex += kDigits[bytes[i] & 0xF];
+  }
+  return hex;
+}
+
+// SHA-256 over fields that are each preceded by their length as 8 bytes big
+// endian, so ("ab","c") and ("a","bc") can never hash alike.
+class LengthPrefixedSha256 {
+ public:
+  LengthPrefixedSha256() : context_(EVP_MD_CTX_new()) {
+    CheckOpenSsl(
+        context_ != nullptr && EVP_DigestInit_ex(context_.get(), EVP_sha256(), nullptr) == 1,
+        "SHA-256 init");
+  }
+
+  void Add(std::string_view field) {
+    std::array<unsigned char, 8> length{};
+    std::uint64_t size = field.size();
+    for (int i = 7; i >= 0; --i) {
+      length[static_cast<std::size_t>(i)] = static_cast<unsigned char>(size);
+      size >>= 8;
+    }
+    CheckOpenSsl(EVP_DigestUpdate(context_.get(), length.data(), length.size()) == 1 &&
+                     EVP_DigestUpdate(context_.get(), field.data(), field.size()) == 1,
+                 "SHA-256 update");
+  }
+
+  std::string HexDigest() {
+    std::array<unsigned char, EVP_MAX_MD_SIZE> digest{};
+    unsigned int size = 0;
+    CheckOpenSsl(EVP_DigestFinal_ex(context_.get(), digest.data(), &size) == 1, "SHA-256 final");
+    return HexEncode(digest.data(), size);
+  }
+
+ private:
+  struct Free {
+    void operator()(EVP_MD_CTX* context) const { EVP_MD_CTX_free(context); }
+  };
+  std::unique_ptr<EVP_MD_CTX, Free> context_;
+};
+
+}  // namespace
+
+namespace internal {
+
+std::string Base64Encode(std::string_view bytes) {
+  std::string text(4 * ((bytes.size() + 2) / 3), '\0');
+  const int written = EVP_EncodeBlock(reinterpret_cast<unsigned char*>(text.data()),
+                                      reinterpret_cast<const unsigned char*>(bytes.data()),
+                                      static_cast<int>(bytes.size()));
+  text.resize(static_cast<std::size_t>(written));
+  return text;
+}
+
+std::optional<std::string> Base64Decode(std::string_view text) {
+  // EVP_DecodeBlock skips surrounding whitespace and does not report padding,
+  // so check the exact form here.
+  if (text.empty() || text.size() % 4 != 0) return std::nullopt;
+  std::size_t padding = 0;
+  while (padding < 2 && text[text.size() - 1 - padding] == '=') ++padding;
+  for (std::size_t i = 0; i < text.size() - padding; ++i) {
+    const char c = text[i];
+    const bool in_alphabet = (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') ||
+                             (c >= '0' && c <= '9') || c == '+' || c == '/';
+    if (!in_alphabet) return std::nullopt;
+  }
+  std::string bytes(text.size() / 4 * 3, '\0');
+  const int decoded = EVP_DecodeBlock(reinterpret_cast<unsigned char*>(bytes.data()),
+                                      reinterpret_cast<const unsigned char*>(text.data()),
+                                      static_cast<int>(text.size()));
+  if (decoded < 0) return std::nullopt;
+  bytes.resize(static_cast<std::size_t>(decoded) - padding);
+  return bytes;
+}
+
+std::string DecodeWebhookSecret(std::string_view secret, std::string_view field) {
+  const auto fail = [&](std::string_view why) {
+    throw std::invalid_argument(std::string(field) + ": " + std::string(why));
+  };
+  if (!secret.starts_with(kWebhookSecretPrefix)) {
+    fail("must have the form whsec_<base64>");
+  }
+  std::optional<std::string> key = Base64Decode(secret.substr(kWebhookSecretPrefix.size()));
+  if (!key) fail("the part after whsec_ is not valid base64");
+  if (key->size() < kMinWebhookKeyBytes || key->size() > kMaxWebhookKeyBytes) {
+    fail("must decode to 24..64 bytes, not " + std::to_string(key->size()));
+  }
+  return *std::move(key);
+}
+
+}  // namespace internal
+
+std::string MessageId(std::string_view database_id, std::string_view topic, std::string_view key) {
+  LengthPrefixedSha256 hash;
+  hash.Add(database_id);
+  hash.Add(topic);
+  hash.Add(key);
+  return hash.HexDigest();
+}
+
+std::string BatchId(std::span<const Message> messages) {
+  LengthPrefixedSha256 hash;
+  for (const Message& message : messages) hash.Add(message.id);
+  return hash.HexDigest();
+}
+
+std::string WebhookSignature(std::span<const std::string> secrets, std::string_view id,
+                             std::int64_t timestamp_s, std::string_view body) {
+  std::string signed_content;
+  signed_content.reserve(id.size() + body.size() + 24);
+  signed_content.append(id).append(".").append(std::to_string(timestamp_s));
+  signed_content.append(".").append(body);
+
+  std::string header;
+  for (std::size_t i = 0; i < secrets.size(); ++i) {
+    const std::string key =
+        internal::DecodeWebhookSecret(secrets[i], "signing_secrets[" + std::to_string(i) + "]");
+    std::array<unsigned char, EVP_MAX_MD_SIZE> mac{};
+    unsigned int mac_size = 0;
+    CheckOpenSsl(HMAC(EVP_sha256(), key.data(), static_cast<int>(key.size()),
+                      reinterpret_cast<const unsigned char*>(signed_content.data()),
+                      signed_content.size(), mac.data(), &mac_size) != nullptr,
+                 "HMAC-SHA256");
+    if (!header.empty()) header += ' ';
+    header += "v1,";
+    header += internal::Base64Encode(
+        std::string_view(reinterpret_cast<const char*>(mac.data()), mac_size));
+  }
+  return header;
+}
+
+}  // namespace outbox::transport

@@ -1,0 +1,49 @@
+// Helpers shared by the transport's sources; not part of the public API.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include "outbox/transport.h"
+
+namespace outbox::transport::internal {
+
+// libcurl's global initialisation, done once per process. It is never undone:
+// curl_global_cleanup at exit would race with other static destructors.
+void EnsureCurlInitialized();
+
+std::string Base64Encode(std::string_view bytes);
+// Strict standard alphabet with padding; nullopt for anything else.
+std::optional<std::string> Base64Decode(std::string_view text);
+
+// The HMAC key of a "whsec_<base64>" secret. Throws std::invalid_argument
+// naming `field` when the form or the decoded length (24..64) is wrong.
+std::string DecodeWebhookSecret(std::string_view secret, std::string_view field);
+
+// RFC 3339 UTC time with milliseconds, e.g. "2021-02-26T15:42:10.123Z".
+std::string FormatRfc3339(std::int64_t ms_since_epoch);
+
+// The payload re-written as compact JSON (no newline, numbers kept
+// verbatim), or nullopt when it is not one valid UTF-8 JSON document.
+std::optional<std::string> MinifyJson(std::string_view payload);
+
+bool EqualsIgnoreCase(std::string_view a, std::string_view b);
+bool StartsWithIgnoreCase(std::string_view text, std::string_view prefix);
+
+// Names the endpoint's configured headers may not use (the row's reserved
+// names less the credentials). Content-Type has its own option.
+bool IsReservedForEndpoint(std::string_view name);
+
+// RFC 9110 token (header names).
+bool IsToken(std::string_view text);
+// No control characters except horizontal tab.
+bool IsValidHeaderValue(std::string_view value);
+
+// Content-Type of a message: its row's, else the endpoint's.
+std::string_view ContentTypeOf(const EndpointOptions& options, const Message& message);
+// application/json, text/json or any "+json" media type.
+bool IsJsonContentType(std::string_view content_type);
+
+}  // namespace outbox::transport::internal

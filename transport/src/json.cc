@@ -1,0 +1,193 @@
+// JSON bodies (CloudEvents structured and batch, NDJSON) and row headers,
+// written and read with RapidJSON.
+#include <rapidjson/document.h>
+#include <rapidjson/memorystream.h>
+#include <rapidjson/reader.h>
+#include <rapidjson/stringbuffer.h>
+#include <rapidjson/writer.h>
+
+#include <stdexcept>
+#include <string>
+
+#include "internal.h"
+#include "outbox/transport.h"
+
+namespace outbox::transport {
+namespace {
+
+// Refuses to write invalid UTF-8, so every body we produce is valid JSON.
+using JsonWriter =
+    rapidjson::Writer<rapidjson::StringBuffer, rapidjson::UTF8<>, rapidjson::UTF8<>,
+                      rapidjson::CrtAllocator, rapidjson::kWriteValidateEncodingFlag>;
+
+// Numbers stay strings while parsing, so a payload's 64-bit ids or decimals
+// pass through digit for digit instead of being rounded through a double.
+// Iterative parsing keeps a hostile, deeply nested payload off the stack.
+constexpr unsigned kPayloadParseFlags = rapidjson::kParseValidateEncodingFlag |
+                                        rapidjson::kParseNumbersAsStringsFlag |
+                                        rapidjson::kParseIterativeFlag;
+
+// SAX handler copying one document to a compact writer.
+class CopyHandler {
+ public:
+  explicit CopyHandler(JsonWriter& writer) : writer_(writer) {}
+  bool Null() { return writer_.Null(); }
+  bool Bool(bool value) { return writer_.Bool(value); }
+  // Only RawNumber is called under kParseNumbersAsStringsFlag; the rest of
+  // the number callbacks exist because the reader's interface needs them.
+  bool Int(int value) { return writer_.Int(value); }
+  bool Uint(unsigned value) { return writer_.Uint(value); }
+  bool Int64(std::int64_t value) { return writer_.Int64(value); }
+  bool Uint64(std::uint64_t value) { return writer_.Uint64(value); }
+  bool Double(double value) { return writer_.Double(value); }
+  bool RawNumber(const char* text, rapidjson::SizeType length, bool) {
+    // Writer::RawNumber would quote it; RawValue writes the digits as they are.
+    return writer_.RawValue(text, length, rapidjson::kNumberType);
+  }
+  bool String(const char* text, rapidjson::SizeType length, bool) {
+    return writer_.String(text, length);
+  }
+  bool StartObject() { return writer_.StartObject(); }
+  bool Key(const char* text, rapidjson::SizeType length, bool) { return writer_.Key(text, length); }
+  bool EndObject(rapidjson::SizeType count) { return writer_.EndObject(count); }
+  bool StartArray() { return writer_.StartArray(); }
+  bool EndArray(rapidjson::SizeType count) { return writer_.EndArray(count); }
+
+ private:
+  JsonWriter& writer_;
+};
+
+void WriteString(JsonWriter& writer, std::string_view text, std::string_view field) {
+  if (!writer.String(text.data(), static_cast<rapidjson::SizeType>(text.size()))) {
+    throw std::invalid_argument(std::string(field) + ": not valid UTF-8");
+  }
+}
+
+void WriteKey(JsonWriter& writer, std::string_view key) {
+  writer.Key(key.data(), static_cast<rapidjson::SizeType>(key.size()));
+}
+
+// Writes `payload` under `json_key` as a JSON value when it is JSON (and
+// `allow_json`), otherwise base64 under `base64_key`.
+void WritePayload(JsonWriter& writer, std::string_view payload, bool allow_json,
+                  std::string_view json_key, std::string_view base64_key) {
+  std::optional<std::string> json;
+  if (allow_json) json = internal::MinifyJson(payload);
+  if (json) {
+    WriteKey(writer, json_key);
+    // The type only feeds the writer's key/value bookkeeping; any value type
+    // other than a string key is the same to it.
+    writer.RawValue(json->data(), json->size(), rapidjson::kObjectType);
+  } else {
+    WriteKey(writer, base64_key);
+    WriteString(writer, internal::Base64Encode(payload), base64_key);
+  }
+}
+
+void WriteCloudEvent(JsonWriter& writer, const EndpointOptions& options, const Message& message) {
+  const std::string_view content_type = internal::ContentTypeOf(options, message);
+  writer.StartObject();
+  WriteKey(writer, "specversion");
+  WriteString(writer, "1.0", "specversion");
+  WriteKey(writer, "id");
+  WriteString(writer, message.id, "id");
+  WriteKey(writer, "source");
+  WriteString(writer, options.ce_source, "ce_source");
+  WriteKey(writer, "type");
+  WriteString(writer, message.topic, "topic");
+  WriteKey(writer, "time");
+  WriteString(writer, internal::FormatRfc3339(message.created_at_ms), "time");
+  WriteKey(writer, "datacontenttype");
+  WriteString(writer, content_type, "headers[Content-Type]");
+  // CloudEvents JSON format 3.1: JSON data goes in "data" only when the
+  // content type says JSON; anything else travels as data_base64.
+  WritePayload(writer, message.payload, internal::IsJsonContentType(content_type), "data",
+               "data_base64");
+  writer.EndObject();
+}
+
+}  // namespace
+
+namespace internal {
+
+std::optional<std::string> MinifyJson(std::string_view payload) {
+  // The reader treats a NUL byte as the end of input; valid JSON has none.
+  if (payload.find('\0') != std::string_view::npos) return std::nullopt;
+  rapidjson::MemoryStream stream(payload.data(), payload.size());
+  rapidjson::StringBuffer buffer;
+  JsonWriter writer(buffer);
+  CopyHandler handler(writer);
+  rapidjson::Reader reader;
+  if (reader.Parse<kPayloadParseFlags>(stream, handler).IsError()) return std::nullopt;
+  return std::string(buffer.GetString(), buffer.GetSize());
+}
+
+}  // namespace internal
+
+Headers ParseRowHeaders(std::string_view headers_json) {
+  if (headers_json.empty()) return {};
+  const auto fail = [](std::string_view why) {
+    throw std::invalid_argument("headers: " + std::string(why));
+  };
+  if (headers_json.find('\0') != std::string_view::npos) fail("not a JSON object");
+  rapidjson::Document document;
+  document.Parse<rapidjson::kParseValidateEncodingFlag | rapidjson::kParseIterativeFlag>(
+      headers_json.data(), headers_json.size());
+  if (document.HasParseError() || !document.IsObject()) fail("not a JSON object");
+  Headers headers;
+  // Indexing, not iterating: RapidJSON 1.1's iterator comparison is
+  // ambiguous under C++20's reversed operators.
+  for (rapidjson::SizeType i = 0; i < document.MemberCount(); ++i) {
+    const auto& member = document.MemberBegin()[i];
+    std::string name(member.name.GetString(), member.name.GetStringLength());
+    if (!member.value.IsString()) fail("value of \"" + name + "\" is not a string");
+    headers.emplace_back(std::move(name),
+                         std::string(member.value.GetString(), member.value.GetStringLength()));
+  }
+  return headers;
+}
+
+std::string BuildCloudEvent(const EndpointOptions& options, const Message& message) {
+  rapidjson::StringBuffer buffer;
+  JsonWriter writer(buffer);
+  WriteCloudEvent(writer, options, message);
+  return std::string(buffer.GetString(), buffer.GetSize());
+}
+
+std::string BuildBody(const EndpointOptions& options, const Message& message) {
+  if (options.cloudevents == CloudEventsMode::kStructured) {
+    return BuildCloudEvent(options, message);
+  }
+  return std::string(message.payload);
+}
+
+std::string BuildNdjsonBatch(std::span<const Message> messages) {
+  std::string body;
+  for (const Message& message : messages) {
+    rapidjson::StringBuffer buffer;
+    JsonWriter writer(buffer);
+    writer.StartObject();
+    WriteKey(writer, "id");
+    WriteString(writer, message.id, "id");
+    WriteKey(writer, "topic");
+    WriteString(writer, message.topic, "topic");
+    WriteKey(writer, "time");
+    WriteString(writer, internal::FormatRfc3339(message.created_at_ms), "time");
+    WritePayload(writer, message.payload, /*allow_json=*/true, "payload", "payload_base64");
+    writer.EndObject();
+    body.append(buffer.GetString(), buffer.GetSize()).append("\n");
+  }
+  return body;
+}
+
+std::string BuildCloudEventsBatch(const EndpointOptions& options,
+                                  std::span<const Message> messages) {
+  rapidjson::StringBuffer buffer;
+  JsonWriter writer(buffer);
+  writer.StartArray();
+  for (const Message& message : messages) WriteCloudEvent(writer, options, message);
+  writer.EndArray();
+  return std::string(buffer.GetString(), buffer.GetSize());
+}
+
+}  // namespace outbox::transport

@@ -1,0 +1,81 @@
+// Small text rules shared by headers, bodies and validation.
+#include <chrono>
+#include <cstdio>
+
+#include "internal.h"
+
+namespace outbox::transport::internal {
+namespace {
+
+char ToLower(char c) { return (c >= 'A' && c <= 'Z') ? static_cast<char>(c - 'A' + 'a') : c; }
+
+}  // namespace
+
+bool EqualsIgnoreCase(std::string_view a, std::string_view b) {
+  if (a.size() != b.size()) return false;
+  for (std::size_t i = 0; i < a.size(); ++i) {
+    if (ToLower(a[i]) != ToLower(b[i])) return false;
+  }
+  return true;
+}
+
+bool StartsWithIgnoreCase(std::string_view text, std::string_view prefix) {
+  return text.size() >= prefix.size() && EqualsIgnoreCase(text.substr(0, prefix.size()), prefix);
+}
+
+bool IsToken(std::string_view text) {
+  if (text.empty()) return false;
+  for (const char c : text) {
+    const bool alnum = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9');
+    if (!alnum && std::string_view("!#$%&'*+-.^_`|~").find(c) == std::string_view::npos) {
+      return false;
+    }
+  }
+  return true;
+}
+
+bool IsValidHeaderValue(std::string_view value) {
+  for (const char c : value) {
+    const auto byte = static_cast<unsigned char>(c);
+    if ((byte < 0x20 && c != '\t') || byte == 0x7F) return false;
+  }
+  return true;
+}
+
+std::string FormatRfc3339(std::int64_t ms_since_epoch) {
+  using namespace std::chrono;
+  const sys_time<milliseconds> time{milliseconds{ms_since_epoch}};
+  const sys_days day = floor<days>(time);
+  const year_month_day date{day};
+  const hh_mm_ss<milliseconds> clock{time - day};
+  char text[40];
+  std::snprintf(
+      text, sizeof text, "%04d-%02u-%02uT%02d:%02d:%02d.%03dZ", static_cast<int>(date.year()),
+      static_cast<unsigned>(date.month()), static_cast<unsigned>(date.day()),
+      static_cast<int>(clock.hours().count()), static_cast<int>(clock.minutes().count()),
+      static_cast<int>(clock.seconds().count()), static_cast<int>(clock.subseconds().count()));
+  return text;
+}
+
+std::string_view ContentTypeOf(const EndpointOptions& options, const Message& message) {
+  for (const Header& header : message.headers) {
+    if (EqualsIgnoreCase(header.first, "Content-Type")) return header.second;
+  }
+  return options.content_type;
+}
+
+bool IsJsonContentType(std::string_view content_type) {
+  std::string_view media_type = content_type.substr(0, content_type.find(';'));
+  while (!media_type.empty() && (media_type.back() == ' ' || media_type.back() == '\t')) {
+    media_type.remove_suffix(1);
+  }
+  const auto ends_with_json = [&] {
+    constexpr std::string_view kSuffix = "+json";
+    return media_type.size() > kSuffix.size() &&
+           EqualsIgnoreCase(media_type.substr(media_type.size() - kSuffix.size()), kSuffix);
+  };
+  return EqualsIgnoreCase(media_type, "application/json") ||
+         EqualsIgnoreCase(media_type, "text/json") || ends_with_json();
+}
+
+}  // namespace outbox::transport::internal
