@@ -10,7 +10,6 @@
 #include <chrono>
 #include <cstring>
 #include <filesystem>
-#include <optional>
 #include <stdexcept>
 #include <system_error>
 
@@ -98,11 +97,13 @@ void CommitWatcher::Run(std::stop_token stop) {
   pollfd fds[2] = {{wake_fd_, POLLIN, 0}, {inotify_fd_, POLLIN, 0}};
   const nfds_t count = mode_ == Mode::kInotify ? 2 : 1;
   const int poll_ms = static_cast<int>(options_.poll_ms);
-  // Set while an inotify event waits for data_version to confirm it.
-  std::optional<std::chrono::steady_clock::time_point> confirm_until;
+  // While an inotify event waits for data_version to confirm it: re-check
+  // until confirm_until.
+  bool confirming = false;
+  auto confirm_until = std::chrono::steady_clock::time_point::min();
 
   while (!stop.stop_requested()) {
-    const bool timed = mode_ == Mode::kPolling || confirm_until.has_value();
+    const bool timed = mode_ == Mode::kPolling || confirming;
     const int ready = ::poll(fds, count, timed ? poll_ms : -1);
     if (stop.stop_requested()) break;
     if (ready < 0) {
@@ -119,14 +120,15 @@ void CommitWatcher::Run(std::stop_token stop) {
     bool check = ready == 0;  // a polling interval or a confirmation re-check
     if (count == 2 && (fds[1].revents & POLLIN) != 0 && DrainEvents()) {
       check = true;
+      confirming = true;
       confirm_until = std::chrono::steady_clock::now() + kConfirmWindowMs;
     }
     if (!check) continue;
     if (VersionChanged()) {
-      confirm_until.reset();
+      confirming = false;
       Notify();
-    } else if (confirm_until && std::chrono::steady_clock::now() >= *confirm_until) {
-      confirm_until.reset();  // a checkpoint or a rolled-back write
+    } else if (confirming && std::chrono::steady_clock::now() >= confirm_until) {
+      confirming = false;  // a checkpoint or a rolled-back write
     }
   }
 }
