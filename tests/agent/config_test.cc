@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <fstream>
+#include <ostream>
 #include <stdexcept>
 #include <string>
 
@@ -182,6 +183,9 @@ struct BadConfig {
   std::string json;
   std::string error;
 };
+
+// Names the case in test listings instead of dumping its bytes.
+void PrintTo(const BadConfig& config, std::ostream* out) { *out << config.name; }
 
 class ParseConfigRejects : public ::testing::TestWithParam<BadConfig> {};
 
