@@ -54,12 +54,19 @@ constexpr std::size_t kHttpThreads = 2;
 // Reads the config file and parses it. Throws std::invalid_argument with one
 // line naming the file and the problem.
 Config LoadConfig(const std::string& path) {
+  const auto unreadable = [&] {
+    return std::invalid_argument(path + ": cannot read (" + std::strerror(errno) + ")");
+  };
   std::ifstream file(path, std::ios::binary);
-  if (!file) {
-    throw std::invalid_argument(path + ": cannot read (" + std::strerror(errno) + ")");
+  if (!file) throw unreadable();
+  std::string text;
+  try {
+    // A directory opens fine and fails only on reading, by throwing.
+    text.assign(std::istreambuf_iterator<char>(file), std::istreambuf_iterator<char>());
+  } catch (const std::ios_base::failure&) {
+    throw unreadable();
   }
-  const std::string text{std::istreambuf_iterator<char>(file), std::istreambuf_iterator<char>()};
-  if (file.bad()) throw std::invalid_argument(path + ": cannot read");
+  if (file.bad()) throw unreadable();
   try {
     return outbox::agent::ParseConfig(text);
   } catch (const std::invalid_argument& e) {

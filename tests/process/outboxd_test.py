@@ -451,15 +451,21 @@ class ConfigTest(OutboxdTestCase):
                     self.assertIn(expected, lines[0])
                     self.assertFalse(os.path.exists(self.db))
 
-    def test_missing_config_file_exits_2(self):
-        result = subprocess.run(
-            [OUTBOXD, "--db", self.db, "--config", os.path.join(self.dir, "absent.json")],
-            capture_output=True,
-            text=True,
-            timeout=DEADLINE_S,
-        )
-        self.assertEqual(result.returncode, 2)
-        self.assertIn("absent.json: cannot read", result.stderr)
+    def test_unreadable_config_file_exits_2(self):
+        for path, reason in ((os.path.join(self.dir, "absent.json"), "No such file"),
+                             (self.dir, "Is a directory")):
+            with self.subTest(path=path):
+                result = subprocess.run(
+                    [OUTBOXD, "--db", self.db, "--config", path],
+                    capture_output=True,
+                    text=True,
+                    timeout=DEADLINE_S,
+                )
+                self.assertEqual(result.returncode, 2)
+                self.assertTrue(
+                    result.stderr.startswith(f"outboxd: {path}: cannot read ({reason}"),
+                    result.stderr)
+                self.assertEqual(len(result.stderr.splitlines()), 1)
 
     def test_check_config_creates_and_changes_nothing(self):
         config = self.config(
