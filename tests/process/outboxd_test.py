@@ -14,6 +14,7 @@ import json
 import os
 import re
 import signal
+import socket
 import sqlite3
 import subprocess
 import sys
@@ -529,6 +530,24 @@ class MetricsTest(OutboxdTestCase):
         bucket = ("outbox_delivery_latency_seconds_bucket", (("topic", "orders"), ("le", "+Inf")))
         self.assertEqual(samples[bucket], 3)
         self.assertFalse([key for key in samples if ("topic", "stray.a") in key[1]])
+
+    def test_metrics_port_in_use_exits_1_with_one_line(self):
+        with socket.socket() as taken:
+            taken.bind(("127.0.0.1", 0))
+            taken.listen()
+            port = taken.getsockname()[1]
+            config = self.config({"*": {"url": "http://127.0.0.1:1/"}})
+            config["metrics"] = {"listen": f"127.0.0.1:{port}"}
+            self.write_config(config)
+            result = subprocess.run(
+                [OUTBOXD, "--db", self.db, "--config", self.config_path],
+                capture_output=True,
+                text=True,
+                timeout=DEADLINE_S,
+            )
+        self.assertEqual(result.returncode, 1, result.stderr)
+        self.assertEqual(len(result.stderr.strip().splitlines()), 1, result.stderr)
+        self.assertIn(f"metrics.listen: cannot listen on 127.0.0.1:{port}", result.stderr)
 
     def test_healthz_and_metrics_content_types(self):
         daemon = self.start(self.config({"*": {"url": self.receiver().url}}))
