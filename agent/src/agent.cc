@@ -518,7 +518,9 @@ struct Agent::Impl {
   // Claims due rows for every served topic whose breaker and pool allow it.
   void PumpPass() {
     const std::int64_t now = clock->WallMs();
-    for (auto& [route, topic] : TopicsToServe()) {
+    for (auto& served : TopicsToServe()) {
+      Route* route = served.first;
+      const std::string& topic = served.second;  // clang 14 cannot capture bindings
       if (stopping.load()) return;
       for (;;) {
         if (!reader->HasDue(topic, now)) break;
@@ -552,7 +554,9 @@ struct Agent::Impl {
     probation.store(true);
     if (sending.load() > 0) return true;  // a worker's finish wakes us
     const std::int64_t now = clock->WallMs();
-    for (auto& [route, topic] : TopicsToServe()) {
+    for (auto& served : TopicsToServe()) {
+      Route* route = served.first;
+      const std::string& topic = served.second;
       if (!route->breaker->IsClosed()) continue;
       std::vector<store::Claimed> claimed;
       writer->Run([&](store::Store& s) {
