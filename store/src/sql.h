@@ -194,10 +194,12 @@ inline constexpr char kClaimDue[] =
 inline constexpr char kHasDue[] =
     "SELECT EXISTS(SELECT 1 FROM outbox"
     " WHERE status = 0 AND topic = ?1 AND next_attempt_at <= ?2 AND quarantined = 0)";
-// Served by the partial index outbox_quarantine.
+// Served by the partial index outbox_quarantine, named because SQLite
+// without statistics prefers outbox_claim's (status, topic) range, which
+// walks every pending row of the topic to find the few quarantined ones.
 inline constexpr char kClaimQuarantined[] =
     OUTBOX_CLAIM_SET
-    " WHERE id IN (SELECT id FROM outbox"
+    " WHERE id IN (SELECT id FROM outbox INDEXED BY outbox_quarantine"
     "  WHERE status = 0 AND quarantined = 1 AND topic = ?1 AND next_attempt_at <= ?4"
     "  ORDER BY next_attempt_at, id LIMIT ?5)"
     " RETURNING id, lease_token";
@@ -317,7 +319,11 @@ inline constexpr char kPendingTopics[] =
     "    FROM t WHERE t.topic IS NOT NULL)"
     " SELECT topic FROM t WHERE topic IS NOT NULL";
 inline constexpr char kDataVersion[] = "PRAGMA data_version";
+// The sweeper runs this on every wake-up. Without INDEXED BY, SQLite (no
+// statistics) counts through outbox_retention's status = 0 range, i.e. every
+// pending row: 0.3 s per wake-up at 1 000 000 pending (benchmark figure 5).
 inline constexpr char kQuarantinedCount[] =
-    "SELECT count(*) FROM outbox WHERE status = 0 AND quarantined = 1";
+    "SELECT count(*) FROM outbox INDEXED BY outbox_quarantine"
+    " WHERE status = 0 AND quarantined = 1";
 
 }  // namespace outbox::store::sql

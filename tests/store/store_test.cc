@@ -3,6 +3,7 @@
 
 #include <algorithm>
 
+#include "../../store/src/sql.h"
 #include "../common/temp_dir.h"
 #include "outbox/store.h"
 
@@ -514,6 +515,18 @@ TEST(StoreFile, ASecondWriterWaitsForTheFirst) {
     FAIL() << "expected SQLITE_BUSY";
   } catch (const StoreError& e) {
     EXPECT_EQ(e.sqlite_code() & 0xff, 5 /* SQLITE_BUSY */);
+  }
+}
+
+// The sweeper asks for quarantined rows on every wake-up. SQLite without
+// statistics would walk every pending row through another index to find them
+// (0.3 s at 1 000 000 pending); these statements must use the partial index.
+TEST_F(StoreTest, QuarantineLookupsUseThePartialIndexNotAPendingScan) {
+  for (const char* statement : {sql::kQuarantinedCount, sql::kClaimQuarantined}) {
+    SQLite::Statement plan(store_.connection(), std::string("EXPLAIN QUERY PLAN ") + statement);
+    std::string details;
+    while (plan.executeStep()) details += plan.getColumn(3).getString() + "\n";
+    EXPECT_NE(details.find("outbox_quarantine"), std::string::npos) << statement << "\n" << details;
   }
 }
 
