@@ -16,12 +16,15 @@
 #include <cstdio>
 #include <thread>
 
+#include "../../store/src/sql.h"
 #include "bench_util.h"
 #include "outbox/agent.h"
 #include "outbox/store.h"
 
 namespace outbox::bench {
 namespace {
+
+namespace sql = store::sql;
 
 constexpr char kTopic[] = "bench";
 constexpr char kOwner[] = "bench/1/1/1";
@@ -102,16 +105,14 @@ class SweepPass {
   std::vector<store::Claimed> claimed_;
 };
 
+// The query plans of the sweeper's statements on the large file, for the log.
 void PrintPlans(const std::string& path) {
   RawDb db(path);
-  for (const char* query :
-       {"SELECT id FROM outbox WHERE status = 0 AND topic = 'bench' AND next_attempt_at <= 0"
-        " AND quarantined = 0 ORDER BY next_attempt_at, id LIMIT 50",
-        "SELECT id FROM outbox WHERE status = 3 AND (lease_expires_at IS NULL OR"
-        " lease_expires_at <= 0 OR lease_expires_at > 0) LIMIT 1000",
-        "SELECT count(*) FROM outbox WHERE status = 0 AND quarantined = 1"}) {
-    Statement plan = db.Prepare((std::string("EXPLAIN QUERY PLAN ") + query).c_str());
-    std::fprintf(stderr, "plan: %s\n", query);
+  for (const char* statement : {sql::kRecycleExpired, sql::kLeaseOwners, sql::kPendingTopics,
+                                sql::kMakeDueIfFarAhead, sql::kQuarantinedCount, sql::kHasDue,
+                                sql::kClaimDue}) {
+    Statement plan = db.Prepare((std::string("EXPLAIN QUERY PLAN ") + statement).c_str());
+    std::fprintf(stderr, "plan: %s\n", statement);
     while (sqlite3_step(plan.get()) == SQLITE_ROW) {
       std::fprintf(stderr, "        %s\n",
                    reinterpret_cast<const char*>(sqlite3_column_text(plan.get(), 3)));
