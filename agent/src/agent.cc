@@ -262,8 +262,14 @@ struct Agent::Impl {
     std::size_t finished = 0;
     try {
       store::Store& reader_connection = ReaderFor(route, index);
-      for (const auto& claimed : batch) {
-        std::optional<store::Row> row = reader_connection.GetLeased(claimed.lease);
+      std::vector<store::Lease> leases;
+      leases.reserve(batch.size());
+      for (const auto& claimed : batch) leases.push_back(claimed.lease);
+      // One read transaction for the whole batch, not one per row.
+      std::vector<std::optional<store::Row>> rows = reader_connection.GetLeased(leases);
+      for (std::size_t i = 0; i < batch.size(); ++i) {
+        const store::Claimed& claimed = batch[i];
+        std::optional<store::Row>& row = rows[i];
         if (!row) {  // the lease was lost (recycled): someone else sends it
           ++finished;
           continue;

@@ -502,6 +502,26 @@ std::optional<Row> Store::GetLeased(const Lease& lease) {
   });
 }
 
+std::vector<std::optional<Row>> Store::GetLeased(std::span<const Lease> leases) {
+  return Wrap("read leased rows", [&] {
+    std::vector<std::optional<Row>> rows;
+    rows.reserve(leases.size());
+    std::optional<SQLite::Transaction> read;
+    if (leases.size() > 1 && !impl_->InTransaction()) {
+      read.emplace(*impl_->db, SQLite::TransactionBehavior::DEFERRED);
+    }
+    StatementUse q(impl_->Prepare(sql::kGetLeased));
+    for (const Lease& lease : leases) {
+      q->bind(1, lease.id);
+      q->bind(2, lease.token);
+      rows.push_back(q->executeStep() ? std::optional<Row>(ReadRow(*q)) : std::nullopt);
+      q->reset();
+    }
+    if (read) read->commit();
+    return rows;
+  });
+}
+
 std::vector<Row> Store::List(const ListFilter& filter) {
   if (filter.limit < 1) throw std::invalid_argument("limit: expected a positive integer");
   return Wrap("list rows", [&] {

@@ -18,6 +18,7 @@
 #include <cstdint>
 #include <memory>
 #include <optional>
+#include <span>
 #include <stdexcept>
 #include <string>
 #include <string_view>
@@ -399,6 +400,10 @@ class Store {
   std::optional<Row> Get(std::int64_t id);
   // The row only while `lease` still holds it (what a worker sends).
   std::optional<Row> GetLeased(const Lease& lease);
+  // GetLeased for each lease, in order, inside one read transaction (one
+  // snapshot, one lock) unless one is open: a batch costs one transaction
+  // instead of one per row.
+  std::vector<std::optional<Row>> GetLeased(std::span<const Lease> leases);
   std::vector<Row> List(const ListFilter& filter);
   Stats GetStats();
   // Topics with at least one pending row (an index seek per topic).
