@@ -189,24 +189,38 @@ struct Agent::Impl {
   }
 
   // Hands a freshly claimed row to its pool, or gives it back at once.
-  void Dispatch(const store::Claimed& claimed) {
-    // lease_token counts claims: 1 means the agent sees this row first.
-    if (claimed.lease.token == 1) metrics->Enqueued(claimed.topic);
-    if (stopping.load()) {  // before RouteFor: Stop() tears the routes down
-      Revert(claimed);
-      return;
+  void Dispatch(const store::Claimed& claimed) { DispatchAll({claimed}); }
+
+  // Dispatch for a group: the rows of one route enter its pool together, so
+  // that a batch endpoint's worker finds a whole batch rather than the
+  // fragment queued before it woke up.
+  void DispatchAll(const std::vector<store::Claimed>& claimed) {
+    std::vector<std::pair<Route*, std::vector<store::Claimed>>> groups;
+    for (const auto& c : claimed) {
+      // lease_token counts claims: 1 means the agent sees this row first.
+      if (c.lease.token == 1) metrics->Enqueued(c.topic);
+      if (stopping.load()) {  // before RouteFor: Stop() tears the routes down
+        Revert(c);
+        continue;
+      }
+      Route* route = RouteFor(c.topic);
+      if (route == nullptr) {
+        Revert(c);
+        continue;
+      }
+      auto group = std::find_if(groups.begin(), groups.end(),
+                                [route](const auto& g) { return g.first == route; });
+      if (group == groups.end()) group = groups.insert(groups.end(), {route, {}});
+      group->second.push_back(c);
     }
-    Route* route = RouteFor(claimed.topic);
-    if (route == nullptr) {
-      Revert(claimed);
-      return;
-    }
-    sending.fetch_add(1);
-    if (!route->pool->TrySubmit(claimed)) {
-      sending.fetch_sub(1);
-      metrics->PoolRejected(claimed.topic);
-      route->backlog.store(true);
-      Revert(claimed);
+    for (auto& [route, items] : groups) {
+      sending.fetch_add(static_cast<std::int64_t>(items.size()));
+      for (const auto& rejected : route->pool->TrySubmitAll(std::move(items))) {
+        sending.fetch_sub(1);
+        metrics->PoolRejected(rejected.topic);
+        route->backlog.store(true);
+        Revert(rejected);
+      }
     }
   }
 
@@ -228,6 +242,7 @@ struct Agent::Impl {
            }
          },
          [this, claimed] {
+           std::vector<store::Claimed> ready;
            for (const auto& c : *claimed) {
              if (stopping.load()) {
                Revert(c);
@@ -239,8 +254,9 @@ struct Agent::Impl {
                Revert(c);
                continue;
              }
-             Dispatch(c);
+             ready.push_back(c);
            }
+           DispatchAll(ready);
          }});
   }
 
@@ -564,7 +580,7 @@ struct Agent::Impl {
           claimed = s.ClaimDue(topic, owner, LeaseUntil(now), now, limit);
         });
         if (claimed.empty() && permit == Breaker::Permit::kProbe) route->breaker->CancelProbe();
-        for (const auto& c : claimed) Dispatch(c);
+        DispatchAll(claimed);
         if (permit == Breaker::Permit::kProbe || static_cast<int>(claimed.size()) < limit) break;
       }
     }

@@ -32,6 +32,25 @@ bool WorkerPool::TrySubmit(store::Claimed claimed) {
   return true;
 }
 
+std::vector<store::Claimed> WorkerPool::TrySubmitAll(std::vector<store::Claimed> claimed) {
+  std::size_t taken = 0;
+  {
+    std::lock_guard lock(mutex_);
+    if (!stopping_) {
+      taken = std::min(claimed.size(), capacity_ - std::min(capacity_, queue_.size()));
+      queue_.insert(queue_.end(), std::make_move_iterator(claimed.begin()),
+                    std::make_move_iterator(claimed.begin() + static_cast<std::ptrdiff_t>(taken)));
+    }
+  }
+  if (taken == 1) {
+    ready_.notify_one();
+  } else if (taken > 1) {
+    ready_.notify_all();
+  }
+  claimed.erase(claimed.begin(), claimed.begin() + static_cast<std::ptrdiff_t>(taken));
+  return claimed;
+}
+
 int WorkerPool::FreeSlots() const {
   std::lock_guard lock(mutex_);
   if (stopping_) return 0;

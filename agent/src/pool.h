@@ -32,6 +32,11 @@ class WorkerPool {
   WorkerPool& operator=(const WorkerPool&) = delete;
 
   bool TrySubmit(store::Claimed claimed);
+  // Queues as many of `claimed` as fit, under one lock and with one wake-up,
+  // so that a worker finds the whole group (a batch endpoint then sends it
+  // as one request instead of a fragment per wake-up). Returns the leases
+  // that did not fit, in order.
+  std::vector<store::Claimed> TrySubmitAll(std::vector<store::Claimed> claimed);
   // Queue slots free now.
   int FreeSlots() const;
   // Leases queued or being worked on.
