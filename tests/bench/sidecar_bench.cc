@@ -18,6 +18,7 @@
 
 #include <cstdio>
 #include <fstream>
+#include <random>
 #include <sstream>
 #include <thread>
 
@@ -117,7 +118,12 @@ RelayResult Measure(const std::string& name, const Launch& launch, WorkDir& dir,
   Statement commit = app.Prepare("COMMIT");
   Statement insert = app.Prepare("INSERT INTO outbox(topic, msg_key, payload) VALUES(?1, ?2, ?3)");
   const std::string payload = Payload256(3);
+  std::mt19937 random(42);
+  std::uniform_int_distribution<int> pause_us(1000, 3000);
   for (int i = -5; i < samples; ++i) {  // the first five warm up
+    // Commits arrive at a random phase of the relay's polling or watching,
+    // not right behind its previous completion.
+    std::this_thread::sleep_for(std::chrono::microseconds(pause_us(random)));
     const std::string key = "lat" + std::to_string(i);
     const std::int64_t before = sink.responses();
     app.Run(begin.get());
