@@ -101,7 +101,8 @@ cmd_test() {
     -DCMAKE_BUILD_TYPE=Debug -DOUTBOX_SANITIZE=thread
   stage_done
   stage "tests (TSan): unit"
-  TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 run_tests build-tsan -L unit
+  TSAN_OPTIONS="halt_on_error=1:second_deadlock_stack=1:suppressions=$root/tests/tsan.supp" \
+    run_tests build-tsan -L unit
   stage_done
 
   printf '\nall tests passed in %ss\n' "$(( $(date +%s) - total_start ))"

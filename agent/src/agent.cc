@@ -125,6 +125,8 @@ struct Agent::Impl {
   std::map<std::string, std::shared_ptr<Handler>, std::less<>> custom_handlers;
   std::map<std::string, std::unique_ptr<Route>, std::less<>> routes;  // fixed after Start
   Route* wildcard = nullptr;
+  // Guards `breakers` against Snapshot() while Start/Stop rebuild them.
+  std::mutex breakers_mutex;
   std::map<std::string, std::shared_ptr<Breaker>> breakers;  // by endpoint
 
   // Owned by the sweeper thread (and by Start before it runs).
@@ -183,8 +185,12 @@ struct Agent::Impl {
   void Dispatch(const store::Claimed& claimed) {
     // lease_token counts claims: 1 means the agent sees this row first.
     if (claimed.lease.token == 1) metrics->Enqueued(claimed.topic);
+    if (stopping.load()) {  // before RouteFor: Stop() tears the routes down
+      Revert(claimed);
+      return;
+    }
     Route* route = RouteFor(claimed.topic);
-    if (route == nullptr || stopping.load()) {
+    if (route == nullptr) {
       Revert(claimed);
       return;
     }
@@ -204,6 +210,9 @@ struct Agent::Impl {
     writer->Submit(
         {[this, ids = std::move(ids), claimed](store::Store& s) {
            claimed->clear();  // the transaction may be retried
+           // A stopping agent claims nothing new: its last write releases
+           // whatever it still holds, and nothing may be claimed after it.
+           if (stopping.load()) return;
            const std::int64_t now = clock->WallMs();
            for (std::int64_t id : ids) {
              if (auto c = s.ClaimById(id, owner, LeaseUntil(now), now)) {
@@ -213,6 +222,10 @@ struct Agent::Impl {
          },
          [this, claimed] {
            for (const auto& c : *claimed) {
+             if (stopping.load()) {
+               Revert(c);
+               continue;
+             }
              Route* route = RouteFor(c.topic);
              // An open breaker means the sweeper decides when to try again.
              if (route != nullptr && !route->breaker->IsClosed()) {
@@ -276,10 +289,11 @@ struct Agent::Impl {
     if (sending.fetch_sub(n) == n && probation.load()) Wake();
   }
 
-  HandlerResult SafeHandle(Handler& handler, std::span<const Delivery> deliveries) {
+  HandlerResult SafeHandle(Route& route, std::span<const Delivery> deliveries) {
+    Handler& handler = *route.handler;
     try {
-      return deliveries.size() == 1 ? handler.Handle(deliveries.front())
-                                    : handler.HandleBatch(deliveries);
+      return route.options.endpoint.batch.max_messages > 1 ? handler.HandleBatch(deliveries)
+                                                           : handler.Handle(deliveries.front());
     } catch (const std::exception& e) {
       return {Outcome::kEndpointFailure, 0, false, std::nullopt,
               std::string("handler threw: ") + e.what()};
@@ -317,7 +331,7 @@ struct Agent::Impl {
       FinishDelivered(route, items.front());
       return;
     }
-    HandlerResult result = SafeHandle(*route.handler, deliveries);
+    HandlerResult result = SafeHandle(route, deliveries);
     if (result.outcome == Outcome::kMessageFailure && !result.endpoint_gone && items.size() > 1) {
       // One bad member refuses the whole batch: halve it until the bad one
       // is alone, so that no good message goes dead with it.
@@ -453,21 +467,21 @@ struct Agent::Impl {
     for (auto& [name, route] : routes) {
       if (route.get() != wildcard) served.emplace_back(route.get(), name);
     }
+    // Topics with pending rows: those only "*" routes, and the unrouted ones.
     std::int64_t unrouted = 0;
-    const bool need_scan = wildcard != nullptr || true;
-    if (need_scan) {
-      for (std::string& topic : reader->PendingTopics()) {
-        if (routes.count(topic) != 0) continue;
-        if (wildcard != nullptr) {
-          served.emplace_back(wildcard, std::move(topic));
-        } else {
-          ++unrouted;
-          if (unrouted_logged.insert(topic).second) {
-            log->warn("topic {} has pending rows but no route (no topics entry, no \"*\"): "
-                      "they stay pending",
-                      topic);
-          }
-        }
+    for (std::string& topic : reader->PendingTopics()) {
+      if (routes.count(topic) != 0) continue;
+      if (wildcard != nullptr) {
+        served.emplace_back(wildcard, std::move(topic));
+        continue;
+      }
+      ++unrouted;
+      // Logged once per topic; the set is capped against applications that
+      // invent topics without end.
+      if (unrouted_logged.size() < 1000 && unrouted_logged.insert(topic).second) {
+        log->warn("topic {} has pending rows but no route (no topics entry, no \"*\"): "
+                  "they stay pending",
+                  topic);
       }
     }
     unrouted_pending.store(unrouted);
@@ -518,7 +532,9 @@ struct Agent::Impl {
   // Claims due rows for every served topic whose breaker and pool allow it.
   void PumpPass() {
     const std::int64_t now = clock->WallMs();
-    for (auto& [route, topic] : TopicsToServe()) {
+    for (auto& served : TopicsToServe()) {
+      Route* route = served.first;
+      const std::string& topic = served.second;  // clang 14 cannot capture bindings
       if (stopping.load()) return;
       for (;;) {
         if (!reader->HasDue(topic, now)) break;
@@ -552,7 +568,9 @@ struct Agent::Impl {
     probation.store(true);
     if (sending.load() > 0) return true;  // a worker's finish wakes us
     const std::int64_t now = clock->WallMs();
-    for (auto& [route, topic] : TopicsToServe()) {
+    for (auto& served : TopicsToServe()) {
+      Route* route = served.first;
+      const std::string& topic = served.second;
       if (!route->breaker->IsClosed()) continue;
       std::vector<store::Claimed> claimed;
       writer->Run([&](store::Store& s) {
@@ -683,6 +701,7 @@ struct Agent::Impl {
   // --- lifecycle ---------------------------------------------------------------
 
   std::shared_ptr<Breaker> BreakerFor(const std::string& endpoint, const TopicOptions& topic) {
+    std::lock_guard lock(breakers_mutex);
     auto& slot = breakers[endpoint];
     if (!slot) {
       // A probe that never reported (its worker stopped) is forgotten after
@@ -820,7 +839,10 @@ void Agent::Stop(std::chrono::milliseconds grace) {
                  e.what());
   }
   d.routes.clear();
-  d.breakers.clear();
+  {
+    std::lock_guard lock(d.breakers_mutex);
+    d.breakers.clear();
+  }
   d.wildcard = nullptr;
   d.reader.reset();
   {
@@ -846,7 +868,12 @@ std::int64_t Agent::WriterTransactions() const { return impl_->writer->transacti
 MetricsSnapshot Agent::Snapshot() {
   Impl& d = *impl_;
   MetricsSnapshot snapshot = d.metrics->Snapshot();
-  for (const auto& [endpoint, breaker] : d.breakers) snapshot.breakers.push_back(breaker->State());
+  {
+    std::lock_guard lock(d.breakers_mutex);
+    for (const auto& [endpoint, breaker] : d.breakers) {
+      snapshot.breakers.push_back(breaker->State());
+    }
+  }
   snapshot.unrouted_pending = d.unrouted_pending.load();
   std::lock_guard lock(d.stats_mutex);
   if (d.stats_reader) snapshot.db = d.stats_reader->GetStats();

@@ -24,7 +24,7 @@ class ChildHandler final : public outbox::agent::Handler {
     if (hold_) {
       std::printf("holding\n");
       std::fflush(stdout);
-      never_.get_future().wait();  // until the test kills us
+      never_.wait();  // until the test kills us
     }
     if (delivery.payload == "poison") std::abort();
     return {};
@@ -32,7 +32,8 @@ class ChildHandler final : public outbox::agent::Handler {
 
  private:
   bool hold_;
-  std::promise<void> never_;
+  std::promise<void> promise_;  // never set
+  std::shared_future<void> never_ = promise_.get_future().share();
 };
 
 }  // namespace

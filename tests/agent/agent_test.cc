@@ -206,6 +206,45 @@ TEST_F(AgentDeliveryTest, WildcardRoutesTopicsWithoutTheirOwnEntry) {
   EXPECT_EQ(agent.Snapshot().topics.at("other").delivered, 2);
 }
 
+TEST_F(AgentTest, BatchModeSendsManyMessagesPerRequestAndIsolatesARefusedOne) {
+  std::atomic<int> lines{0};
+  server_.Post("/events", [&](const httplib::Request& req, httplib::Response& res) {
+    // Refuse any batch that carries the poisoned message.
+    if (req.body.find("\"poison\"") != std::string::npos) {
+      res.status = 422;
+      return;
+    }
+    // One NDJSON line per member, each with its own id.
+    for (std::size_t at = req.body.find("\"id\":"); at != std::string::npos;
+         at = req.body.find("\"id\":", at + 1)) {
+      ++lines;
+    }
+    res.status = 200;
+  });
+  server_.Start();
+  constexpr int kMessages = 60;
+  for (int i = 0; i < kMessages; ++i) InsertPlain("t", "k" + std::to_string(i));
+  app_->exec(
+      "INSERT INTO outbox(topic, msg_key, payload) VALUES('t', 'bad', '{\"poison\": 1}')");
+  Options options = BaseOptions();
+  TopicOptions topic = HttpTopic();
+  topic.endpoint.batch.max_messages = 20;
+  topic.workers = 1;
+  options.topics["t"] = topic;
+  options.claim_batch = 100;
+  Agent agent(options);
+  agent.Start();
+  ASSERT_TRUE(WaitFor([&] { return CountStatus(store::Status::kDelivered) == kMessages; }));
+  ASSERT_TRUE(WaitFor([&] { return CountStatus(store::Status::kDead) == 1; }));
+  agent.Stop();
+  EXPECT_EQ(lines.load(), kMessages);
+  // Far fewer requests than messages, even with the halving around "bad".
+  EXPECT_LT(server_.requests().size(), static_cast<std::size_t>(kMessages / 2));
+  SQLite::Statement dead(*observer_, "SELECT msg_key FROM outbox WHERE status = 2");
+  ASSERT_TRUE(dead.executeStep());
+  EXPECT_EQ(dead.getColumn(0).getString(), "bad");
+}
+
 TEST_F(AgentTest, SlowTopicDoesNotDelayAnotherTopic) {
   std::promise<void> release;
   std::shared_future<void> released = release.get_future().share();

@@ -200,7 +200,10 @@ TEST_F(ResilienceTest, AWeekOfflineDeadLettersNothingAndThenDrains) {
     const int before = TotalRequests();
     clock_->Advance(1h);
     agent.NotifyExternalCommit();
-    ASSERT_TRUE(WaitFor([&] { return TotalRequests() > before; })) << "hour " << hour;
+    // The probe went out and its failure is recorded (the breaker reopened).
+    ASSERT_TRUE(WaitFor([&] {
+      return TotalRequests() > before && CountStatus(store::Status::kInFlight) == 0;
+    })) << "hour " << hour;
   }
   EXPECT_EQ(CountStatus(store::Status::kDead), 0);
   EXPECT_EQ(MaxAttempts(), 0);

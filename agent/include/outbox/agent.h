@@ -199,6 +199,7 @@ struct MetricsSnapshot {
   // From the database at snapshot time.
   store::Stats db;
   std::int64_t taken_back_leases = 0;
+  // Topics that have pending rows but no route (no entry, no "*").
   std::int64_t unrouted_pending = 0;
 };
 
