@@ -22,6 +22,7 @@
 #include <thread>
 
 #include "breaker.h"
+#include "commit_watcher.h"
 #include "http_handler.h"
 #include "owner.h"
 #include "pool.h"
@@ -144,6 +145,12 @@ struct Agent::Impl {
   // Rows handed to a pool and not yet finished sending.
   std::atomic<std::int64_t> sending{0};
   std::atomic<std::int64_t> unrouted_pending{0};
+
+  std::unique_ptr<CommitWatcher> watcher;  // outboxd: commits of other processes
+
+  // Handlers a second Stop() call aborts to cut the first one's grace short.
+  std::mutex abort_mutex;
+  std::vector<std::shared_ptr<Handler>> abortable;  // guarded by abort_mutex
 
   std::mutex wake_mutex;
   std::condition_variable_any wake_cv;
@@ -803,17 +810,35 @@ void Agent::Start() {
   d.StartPools();
   d.stopping.store(false);
   d.TakeBackFromDeadOwners();
+  {
+    std::lock_guard lock(d.abort_mutex);
+    for (const auto& [name, route] : d.routes) d.abortable.push_back(route->handler);
+  }
   d.running.store(true);
   d.sweeper = std::jthread([&d](std::stop_token stop) { d.SweepLoop(std::move(stop)); });
+  if (d.options.watch_external_commits) {
+    CommitWatcher::Options watch;
+    watch.db_path = d.options.db_path;
+    watch.poll_ms = d.options.watch_poll_ms;
+    watch.logger = d.log;
+    d.watcher = std::make_unique<CommitWatcher>(std::move(watch), [&d] { d.Wake(); });
+  }
   d.log->info("agent started: owner={} database={} routes={}", d.owner, d.options.db_path,
               d.routes.size());
 }
 
 void Agent::Stop(std::chrono::milliseconds grace) {
   Impl& d = *impl_;
-  if (!d.running.exchange(false)) return;
+  if (!d.running.exchange(false)) {
+    // A stop is already running (or done): cut its grace period short by
+    // aborting whatever is still being sent.
+    std::lock_guard lock(d.abort_mutex);
+    for (const auto& handler : d.abortable) handler->Abort();
+    return;
+  }
   const auto deadline = std::chrono::steady_clock::now() + grace;
   d.stopping.store(true);
+  d.watcher.reset();
   d.sweeper.request_stop();
   d.Wake();
   if (d.sweeper.joinable()) d.sweeper.join();
@@ -837,6 +862,10 @@ void Agent::Stop(std::chrono::milliseconds grace) {
   } catch (const std::exception& e) {
     d.log->error("stop: could not release leases ({}); they expire after lease_timeout_ms",
                  e.what());
+  }
+  {
+    std::lock_guard lock(d.abort_mutex);
+    d.abortable.clear();
   }
   d.routes.clear();
   {
