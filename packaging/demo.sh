@@ -13,8 +13,8 @@
 # commit -> receipt latency.
 #
 # Usage: packaging/demo.sh BUILD_DIR     (packaging/dev.sh demo builds first)
-# Environment (defaults in brackets): DEMO_ORDERS [400], DEMO_RATE [orders/s,
-# 100], DEMO_OUTAGE_S [1.5], DEMO_FAIL_RATIO [0.05] (answered 500 before
+# Environment (defaults in brackets): DEMO_ORDERS [300], DEMO_RATE [orders/s,
+# 40: below what fsync on both ends allows on a small VM], DEMO_OUTAGE_S [1.5], DEMO_FAIL_RATIO [0.05] (answered 500 before
 # applying), DEMO_LOST_ACK_RATIO [0.05] (applied, then answered 500);
 # DEMO_KEEP=1 keeps the work directory with the databases and logs.
 # Exit status 0 when every committed order was applied exactly once.
@@ -37,7 +37,8 @@ work=$(mktemp -d "${TMPDIR:-/tmp}/outbox-demo.XXXXXX")
 pids=()
 
 # Stops every process this script started: each runs in its own session
-# (setsid), so SIGTERM goes to its whole process group; then waits for it,
+# (setsid, so a Ctrl-C reaches only this script and the order of the stop is
+# ours), so SIGTERM goes to its whole process group; then waits for it,
 # SIGKILL after 15 s (outboxd's stop grace is 10 s).
 stop_all() {
   local pid
@@ -66,8 +67,8 @@ cleanup() {
   exit "$status"
 }
 trap cleanup EXIT
-trap 'exit 130' INT
-trap 'exit 143' TERM
+trap 'echo "demo: interrupted; stopping what it started" >&2; exit 130' INT
+trap 'echo "demo: terminated; stopping what it started" >&2; exit 143' TERM
 
 say() { printf '$ %s\n' "$*"; }
 fail() {
@@ -108,7 +109,7 @@ say outboxctl --db shop.db init
 "$ctl" --db "$work/shop.db" init
 cat >"$work/outboxd.json" <<EOF
 {
-  "sweep_interval_ms": 200,
+  "sweep_interval_ms": 100,
   "metrics": { "listen": "" },
   "log": { "level": "warn" },
   "topics": {
@@ -131,12 +132,16 @@ pids+=($!)
 echo
 echo "== the shop: Python's sqlite3, the order and its outbox row in one transaction"
 say python3 demo_producer.py --db shop.db ...
-status=0
-no_proxy="127.0.0.1,localhost${no_proxy:+,$no_proxy}" python3 "$here/demo_producer.py" \
+# In the background and waited for, so that a signal to this script runs
+# its trap at once instead of after the producer.
+no_proxy="127.0.0.1,localhost${no_proxy:+,$no_proxy}" setsid python3 "$here/demo_producer.py" \
   --db "$work/shop.db" --receiver-db "$work/receiver.db" \
   --receiver-url "http://127.0.0.1:$port" --outage-file "$work/outage" \
-  --orders "${DEMO_ORDERS:-400}" --rate "${DEMO_RATE:-100}" \
-  --outage-s "${DEMO_OUTAGE_S:-1.5}" || status=$?
+  --orders "${DEMO_ORDERS:-300}" --rate "${DEMO_RATE:-40}" \
+  --outage-s "${DEMO_OUTAGE_S:-1.5}" &
+pids+=($!)
+status=0
+wait "${pids[2]}" || status=$?
 kill -0 "${pids[1]}" 2>/dev/null || fail "outboxd is not running"
 
 echo

@@ -83,8 +83,8 @@ def main():
     parser.add_argument("--receiver-db", required=True, help="the receiver's SQLite file")
     parser.add_argument("--receiver-url", required=True, help="http://HOST:PORT of the receiver")
     parser.add_argument("--outage-file", required=True, help="exists while the receiver is down")
-    parser.add_argument("--orders", type=int, default=400, help="orders to attempt")
-    parser.add_argument("--rate", type=float, default=100, help="orders per second")
+    parser.add_argument("--orders", type=int, default=300, help="orders to attempt")
+    parser.add_argument("--rate", type=float, default=40, help="orders per second")
     parser.add_argument("--rollback-ratio", type=float, default=0.1,
                         help="share of orders whose transaction rolls back")
     parser.add_argument("--outage-s", type=float, default=1.5,
