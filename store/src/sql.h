@@ -258,7 +258,8 @@ inline constexpr char kTakeBackToDead[] =
     " lease_expires_at = NULL, quarantined = 0, updated_at = ?2,"
     " last_error = 'crashed the agent ' || (crashes + 1) ||"
     "   ' times while alone in flight (crash budget ' || ?4 || ')'"
-    " WHERE status = 3 AND lease_owner = ?1 AND ?3 = 1 AND crashes + 1 >= ?4";
+    " WHERE status = 3 AND lease_owner = ?1 AND ?3 = 1 AND crashes + 1 >= ?4"
+    " RETURNING topic";
 inline constexpr char kTakeBackToPending[] =
     "UPDATE outbox SET status = 0, crashes = crashes + ?3, quarantined = 1,"
     " next_attempt_at = ?2, lease_owner = NULL, lease_expires_at = NULL, updated_at = ?2"

@@ -373,8 +373,11 @@ class Store {
   // Every row leased by `owner` (a process known to be dead) → pending and
   // quarantined. A row that was alone in flight gets a crash counted; at
   // `crash_budget` crashes it goes dead instead.
-  int TakeBackOwner(std::string_view owner, int crash_budget,
-                    std::int64_t now);
+  struct TakeBack {
+    int quarantined = 0;                   // rows back to pending
+    std::vector<std::string> dead_topics;  // one entry per row the budget killed
+  };
+  TakeBack TakeBackOwner(std::string_view owner, int crash_budget, std::int64_t now);
   // Every row leased by `owner` (this agent, stopping) → pending at once,
   // nothing counted.
   int ReleaseOwner(std::string_view owner, std::int64_t now);
