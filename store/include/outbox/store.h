@@ -1,6 +1,6 @@
 // outbox/store.h: the outbox table in an application's own SQLite file.
 //
-// Two ways in:
+// Three ways in:
 //  - Producer: enqueue on the application's connection, inside the
 //    application's open transaction. One Producer per connection; it caches
 //    prepared statements, so keep it as long as the connection.
@@ -11,8 +11,8 @@
 //    Idempotency-Key inside its own transaction, so that a message delivered
 //    twice is applied once.
 //
-// Neither class is thread-safe: like an SQLite connection, each belongs to one
-// thread at a time. Open one per thread.
+// None of these classes is thread-safe: like an SQLite connection, each
+// belongs to one thread at a time. Open one per thread.
 //
 // Times are milliseconds since the Unix epoch, always passed in by the caller
 // so that a test can inject its clock.
