@@ -545,15 +545,20 @@ struct Agent::Impl {
   void TakeBackFromDeadOwners() {
     for (const std::string& other : reader->LeaseOwners()) {
       if (other == owner || !OwnerIsGone(other)) continue;
-      int taken = 0;
+      store::Store::TakeBack taken;
       writer->Run([&](store::Store& s) {
         taken = s.TakeBackOwner(other, options.crash_budget, clock->WallMs());
       });
-      if (taken > 0) {
-        metrics->TakenBack(taken);
+      if (taken.quarantined > 0) {
+        metrics->TakenBack(taken.quarantined);
         log->warn("took back {} rows leased by {}, which no longer runs; resending them one at "
                   "a time",
-                  taken, other);
+                  taken.quarantined, other);
+      }
+      for (const std::string& topic : taken.dead_topics) {
+        metrics->Dead(topic, /*by_crash_budget=*/true);
+        log->warn("dead-lettered topic={}: it crashed the agent {} times while alone in flight",
+                  topic, options.crash_budget);
       }
     }
   }
