@@ -153,6 +153,34 @@ TEST(OutboxSchema, NewerSchemaIsRefused) {
   }
 }
 
+TEST(OutboxSchema, VersionOneFileIsMigratedOnOpenAndKeepsItsRows) {
+  TempDir dir;
+  const std::string path = dir.File("app.db");
+  {
+    // A file as schema 1 left it: outbox_retention over every row.
+    Store store(CreateAt(path));
+    store.connection().exec(
+        "DROP INDEX outbox_retention;"
+        "CREATE INDEX outbox_retention ON outbox(status, updated_at);"
+        "UPDATE outbox_meta SET value = 1 WHERE key = 'schema_version';"
+        "INSERT INTO outbox(topic, msg_key, payload, status, updated_at)"
+        " VALUES('t', 'delivered', 'p', 1, 5), ('t', 'pending', 'p', 0, 5)");
+  }
+  Options plain;
+  plain.path = path;
+  Store store(plain);
+  SQLite::Statement version(store.connection(),
+                            "SELECT value FROM outbox_meta WHERE key = 'schema_version'");
+  ASSERT_TRUE(version.executeStep());
+  EXPECT_EQ(version.getColumn(0).getInt(), kSchemaVersion);
+  SQLite::Statement index(store.connection(),
+                          "SELECT sql FROM sqlite_schema WHERE name = 'outbox_retention'");
+  ASSERT_TRUE(index.executeStep());
+  EXPECT_NE(index.getColumn(0).getString().find("WHERE status = 1"), std::string::npos);
+  EXPECT_EQ(store.PurgeDelivered(WallMs(), 10), 1);
+  EXPECT_EQ(store.List({}).size(), 1u);
+}
+
 TEST(OutboxSchema, ApplicationUserVersionSurvivesInit) {
   TempDir dir;
   const std::string path = dir.File("app.db");

@@ -36,7 +36,7 @@ class Database;
 namespace outbox::store {
 
 // Bump with every migration in store/src/schema.cc.
-inline constexpr int kSchemaVersion = 1;
+inline constexpr int kSchemaVersion = 2;
 // Keys longer than this are rejected (they end up in HTTP headers and logs).
 inline constexpr std::size_t kMaxKeyBytes = 255;
 
