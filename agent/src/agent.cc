@@ -471,7 +471,8 @@ struct Agent::Impl {
                        static_cast<double>(std::max<std::int64_t>(0, now - item.row.created_at)) /
                            1000.0);
     const store::Lease lease = item.claimed.lease;
-    writer->Submit({[lease, now](store::Store& s) { s.Complete(lease, now); }, {}});
+    writer->Submit({[lease, now](store::Store& s) { s.Complete(lease, now); }, {},
+                    /*deferrable=*/true});
     log->debug("delivered topic={} id={}", item.row.topic, item.row.id);
   }
 

@@ -1,6 +1,7 @@
 // The one thread that writes outbox state for an agent (group commit).
 #pragma once
 
+#include <chrono>
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
@@ -21,7 +22,9 @@ namespace outbox::agent {
 // Owns a write connection and a thread. Tasks submitted from any thread are
 // applied in submission order; everything queued while a transaction runs
 // goes into the next one, so N workers finishing at once cost one commit,
-// not N. Thread-safe.
+// not N. Deferrable tasks (completions) also wait up to kGroupWindow for
+// company before a transaction starts, so that workers finishing one after
+// the other share a commit too. Thread-safe.
 class Writer {
  public:
   struct Task {
@@ -31,7 +34,16 @@ class Writer {
     std::function<void(store::Store&)> apply;
     // Runs on the writer thread after the commit succeeded. Must not block.
     std::function<void()> after_commit;
+    // Nobody waits for this change (a completion after the receiver's
+    // acknowledgement): it may wait up to kGroupWindow for more changes to
+    // share its commit. Anything else starts a transaction at once and takes
+    // the waiting changes with it.
+    bool deferrable = false;
   };
+
+  // How long deferrable changes wait for company, and how many end the wait.
+  static constexpr std::chrono::microseconds kGroupWindow{1000};
+  static constexpr std::size_t kGroupMax = 256;
 
   // Opens the write connection (creating or migrating the schema); throws
   // store errors.
@@ -70,6 +82,7 @@ class Writer {
   mutable std::mutex mutex_;
   std::condition_variable_any wake_;
   std::deque<Item> queue_;          // guarded by mutex_
+  std::size_t urgent_queued_ = 0;   // items of queue_ not deferrable; guarded by mutex_
   std::int64_t transactions_ = 0;   // guarded by mutex_
   std::jthread thread_;             // last: joined before the rest goes
 };
