@@ -76,6 +76,9 @@ void Validate(const Options& options) {
 namespace {
 
 constexpr int kRecycleBatch = 1000;
+// Rows the sweeper claims in one write transaction (in statements of
+// claim_batch): about as long a hold of the write lock as a group commit.
+constexpr int kClaimRowsPerTransaction = 500;
 constexpr int kRetentionBatch = 500;
 constexpr int kRetentionBatchesPerPass = 20;
 constexpr std::size_t kMaxErrorBytes = 1024;
@@ -582,14 +585,27 @@ struct Agent::Impl {
         }
         const Breaker::Permit permit = route->breaker->Acquire();
         if (permit == Breaker::Permit::kDenied) break;
-        const int limit = permit == Breaker::Permit::kProbe ? 1 : std::min(options.claim_batch, free);
+        // One transaction claims what the pool has room for, up to
+        // kClaimRowsPerTransaction, in statements of claim_batch rows. A
+        // transaction per statement made every claim_batch rows a round trip
+        // through the writer, behind its group commits, while the workers
+        // waited for rows (benchmark figure 3).
+        const int want = permit == Breaker::Permit::kProbe
+                             ? 1
+                             : std::min(free, std::max(options.claim_batch, kClaimRowsPerTransaction));
         std::vector<store::Claimed> claimed;
         writer->Run([&](store::Store& s) {
-          claimed = s.ClaimDue(topic, owner, LeaseUntil(now), now, limit);
+          claimed.clear();  // the transaction may be retried
+          while (static_cast<int>(claimed.size()) < want) {
+            const int limit = std::min(options.claim_batch, want - static_cast<int>(claimed.size()));
+            std::vector<store::Claimed> more = s.ClaimDue(topic, owner, LeaseUntil(now), now, limit);
+            claimed.insert(claimed.end(), more.begin(), more.end());
+            if (static_cast<int>(more.size()) < limit) break;
+          }
         });
         if (claimed.empty() && permit == Breaker::Permit::kProbe) route->breaker->CancelProbe();
         DispatchAll(claimed);
-        if (permit == Breaker::Permit::kProbe || static_cast<int>(claimed.size()) < limit) break;
+        if (permit == Breaker::Permit::kProbe || static_cast<int>(claimed.size()) < want) break;
       }
     }
   }
