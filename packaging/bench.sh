@@ -6,14 +6,14 @@
 #
 #   packaging/bench.sh BUILD_DIR        (packaging/dev.sh bench builds and calls it)
 #
-# Environment: OUTBOX_BENCH_REPS (repetitions, default 7), OUTBOX_BENCH_SCALE
+# Environment: OUTBOX_BENCH_REPS (repetitions, default 9), OUTBOX_BENCH_SCALE
 # (multiplies every N, default 1), OUTBOX_BENCH_DIR (where database files go,
 # default the system temp dir; it must be a local disk).
 set -euo pipefail
 
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 build=$(cd "${1:?usage: bench.sh BUILD_DIR}" && pwd)
-reps=${OUTBOX_BENCH_REPS:-7}
+reps=${OUTBOX_BENCH_REPS:-9}
 scale=${OUTBOX_BENCH_SCALE:-1}
 bench=$build/tests/bench/outbox_bench
 relay=$build/tests/bench/naive_relay

@@ -52,7 +52,7 @@ Paired RunPaired(int reps, const std::function<double()>& ours,
 
 // Run-wide settings, from the command line.
 struct Settings {
-  int reps = 7;         // repetitions of every paired measurement
+  int reps = 9;         // repetitions of every paired measurement
   double scale = 1.0;   // multiplies every N (smaller for a quick look)
   std::string dir;      // where the database files go ("" = a temp dir)
   std::string outboxd;  // path of outboxd ("" = not available)

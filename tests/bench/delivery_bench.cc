@@ -151,10 +151,10 @@ void Throughput(const Settings& settings, WorkDir& dir, testing::NullHttpServer&
     double target;  // of ours / raw; 0 = none
   };
   const std::vector<Case> cases = {
-      {{"1 in flight", 1}, settings.N(2000), "3 delivery, 1 in flight vs raw libcurl loop, 1 in flight", 0},
-      {{"8 in flight", 8}, settings.N(6000), "3 delivery, 8 in flight vs raw libcurl, 8 in flight",
+      {{"1 in flight", 1}, settings.N(5000), "3 delivery, 1 in flight vs raw libcurl loop, 1 in flight", 0},
+      {{"8 in flight", 8}, settings.N(15000), "3 delivery, 8 in flight vs raw libcurl, 8 in flight",
        0.6},
-      {{"batch", 2, 100}, settings.N(30000),
+      {{"batch", 2, 100}, settings.N(60000),
        "3 delivery, batch mode (100/request, 2 workers) vs raw libcurl, same bodies", 0},
   };
   for (const Case& c : cases) {
@@ -181,11 +181,13 @@ void Throughput(const Settings& settings, WorkDir& dir, testing::NullHttpServer&
   // Batch mode against the bare batch claim + complete of figure 2, paired.
   if (settings.Wanted("3 delivery, batch mode vs bare")) {
     Mode mode{"batch", 2, 100};
-    const int n = settings.N(30000);
+    const int n = settings.N(60000);
     DeliveryRig rig(dir.File("delivery-batch-vs-bare.db"), url, mode);
     const std::string bare_path = dir.File("bare-batch.db");
     CreateDatabase(bare_path);
     BareCycle bare(bare_path);
+    // The whole supply of the run at once; more reps may pass max_pending.
+    bare.db().Exec("UPDATE outbox_limits SET max_pending = 0");
     InsertPending(bare.db(), "bare", "b", static_cast<std::int64_t>(n) * (settings.reps + 1));
     rig.Drain(n / 4);
     bare.Batch("bare", n / 400, 100);
@@ -199,7 +201,7 @@ void Throughput(const Settings& settings, WorkDir& dir, testing::NullHttpServer&
 
   // synchronous = FULL against NORMAL, 8 in flight, both ours.
   if (settings.Wanted("3 delivery, 8 in flight: synchronous")) {
-    const int n = settings.N(6000);
+    const int n = settings.N(10000);
     DeliveryRig normal(dir.File("delivery-normal.db"), url, {"NORMAL", 8});
     DeliveryRig full(dir.File("delivery-full.db"), url,
                      {"FULL", 8, 1, store::Synchronous::kFull});
@@ -324,7 +326,7 @@ void RunLatency(const Settings& settings) {
   WorkDir dir(settings.dir);
   testing::NullHttpServer sink;
   LatencyRig rig(dir.File("latency.db"), sink.Url());
-  const int per_block = settings.N(2000) / settings.reps;
+  const int per_block = settings.N(3000) / settings.reps;
   rig.Ours(sink, per_block / 4);
   rig.Baseline(sink, per_block / 4);
   std::vector<double> ours, baseline;

@@ -186,7 +186,7 @@ void RunEnqueue(const Settings& settings) {
     const char* name;
     int transactions;
   };
-  for (const Mode mode : {Mode{"NORMAL", settings.N(3000)}, Mode{"FULL", settings.N(400)}}) {
+  for (const Mode mode : {Mode{"NORMAL", settings.N(5000)}, Mode{"FULL", settings.N(600)}}) {
     EnqueueBench bench(dir.File(std::string("enqueue-") + mode.name + ".db"), mode.name);
     bench.BusinessWithEnqueue(mode.transactions / 4);  // warm-up
     bench.BusinessOnly(mode.transactions / 4);
@@ -221,7 +221,7 @@ void RunEnqueue(const Settings& settings) {
   }
 
   EnqueueBench bench(dir.File("enqueue-batch.db"), "NORMAL");
-  const int transactions = settings.N(3);
+  const int transactions = settings.N(5);
   bench.ThousandEnqueues(1);
   bench.ThousandRaw(1, true);
   bench.ThousandRaw(1, false);

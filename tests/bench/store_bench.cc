@@ -97,8 +97,8 @@ void RunStore(const Settings& settings) {
   WorkDir dir(settings.dir);
   const std::string path = dir.File("store.db");
   CreateDatabase(path);
-  const int eager_rows = settings.N(1000);
-  const int batches = settings.N(30);
+  const int eager_rows = settings.N(2000);
+  const int batches = settings.N(50);
   const std::int64_t eager_total = static_cast<std::int64_t>(eager_rows) * (settings.reps + 1);
   const std::int64_t batch_total =
       static_cast<std::int64_t>(batches) * kBatch * (settings.reps + 1);
