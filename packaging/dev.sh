@@ -130,8 +130,11 @@ cmd_bench() {
   # Warnings stay warnings here: g++ 12 at -O3 reports false -Wrestrict
   # positives inside libstdc++'s std::string (GCC bug 105329); the test
   # command builds everything with warnings as errors.
+  local launcher=()
+  command -v ccache >/dev/null &&
+    launcher=(-DCMAKE_C_COMPILER_LAUNCHER=ccache -DCMAKE_CXX_COMPILER_LAUNCHER=ccache)
   CC=gcc CXX=g++ cmake -S "$root" -B "$root/build-bench" -G Ninja -DCMAKE_BUILD_TYPE=Release \
-    -DCMAKE_COMPILE_WARNING_AS_ERROR=OFF >/dev/null
+    -DCMAKE_COMPILE_WARNING_AS_ERROR=OFF "${launcher[@]}" >/dev/null
   cmake --build "$root/build-bench" -j "$jobs" --target outbox_bench naive_relay outboxd outboxctl
   stage_done
   stage "benchmarks"
