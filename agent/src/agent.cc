@@ -131,6 +131,8 @@ struct Agent::Impl {
   std::unique_ptr<store::Store> reader;
   std::set<std::string> unrouted_logged;
   std::chrono::steady_clock::time_point next_retention{};
+  // Rows per purge transaction: shrinks when the disk is full, grows back.
+  int retention_batch = kRetentionBatch;
 
   std::mutex stats_mutex;
   std::unique_ptr<store::Store> stats_reader;  // guarded by stats_mutex
@@ -603,20 +605,41 @@ struct Agent::Impl {
     const std::int64_t cutoff = clock->WallMs() - options.retention.delivered_ms;
     int purged = 0;
     for (int i = 0; i < kRetentionBatchesPerPass && !stopping.load(); ++i) {
+      const int batch = retention_batch;
       int n = 0;
-      if (options.retention.archive_path.empty()) {
-        writer->Run([&](store::Store& s) { n = s.PurgeDelivered(cutoff, kRetentionBatch); });
-      } else {
-        std::vector<store::Row> rows = reader->PeekDelivered(cutoff, kRetentionBatch);
-        if (rows.empty()) break;
-        Archive(rows);  // durable before anything is deleted
-        std::vector<std::int64_t> ids;
-        for (const auto& row : rows) ids.push_back(row.id);
-        writer->Run([&](store::Store& s) { n = s.DeleteDelivered(ids); });
-        n = static_cast<int>(rows.size());
+      try {
+        if (options.retention.archive_path.empty()) {
+          writer->Run([&](store::Store& s) { n = s.PurgeDelivered(cutoff, batch); });
+        } else {
+          std::vector<store::Row> rows = reader->PeekDelivered(cutoff, batch);
+          if (rows.empty()) break;
+          Archive(rows);  // durable before anything is deleted
+          std::vector<std::int64_t> ids;
+          for (const auto& row : rows) ids.push_back(row.id);
+          writer->Run([&](store::Store& s) { n = s.DeleteDelivered(ids); });
+          n = static_cast<int>(rows.size());
+        }
+      } catch (const store::StoreError& e) {
+        // On a full disk even a DELETE needs room: its pages go to the WAL
+        // (all of them where SQLite zeroes deleted content, as Debian's
+        // SECURE_DELETE build does). Empty the WAL into the database and
+        // try smaller transactions, down to one row, so that purging can
+        // free the disk it needs.
+        if ((e.sqlite_code() & 0xff) != SQLITE_FULL || batch == 1) throw;
+        retention_batch = std::max(1, batch / 8);
+        log->warn("retention: disk full while purging {} rows; checkpointing and purging {} at a "
+                  "time",
+                  batch, retention_batch);
+        try {
+          writer->RunAlone(
+              [](store::Store& s) { s.connection().exec("PRAGMA wal_checkpoint(TRUNCATE)"); });
+        } catch (const std::exception&) {  // the smaller batch may still fit
+        }
+        continue;
       }
       purged += n;
-      if (n < kRetentionBatch) break;
+      if (n < batch) break;
+      retention_batch = std::min(kRetentionBatch, batch * 2);
     }
     if (purged == 0) return;
     log->info("retention purged {} delivered rows", purged);
