@@ -17,6 +17,7 @@
 #include <cereal/external/base64.hpp>
 #include <condition_variable>
 #include <filesystem>
+#include <limits>
 #include <random>
 #include <set>
 #include <thread>
@@ -78,6 +79,15 @@ constexpr int kRecycleBatch = 1000;
 constexpr int kRetentionBatch = 500;
 constexpr int kRetentionBatchesPerPass = 20;
 constexpr std::size_t kMaxErrorBytes = 1024;
+
+// A row's attempts plus `more`. Other applications may have written any
+// number there: a negative one counts as none, and the sum saturates
+// instead of overflowing.
+int AttemptsPlus(int attempts, int more) {
+  const int base = std::max(0, attempts);
+  return base > std::numeric_limits<int>::max() - more ? std::numeric_limits<int>::max()
+                                                         : base + more;
+}
 
 // An HTTP status that says the request itself is misconfigured (a rotated
 // token, a wrong URL): the whole backlog would fail the same way, so stop
@@ -306,7 +316,7 @@ struct Agent::Impl {
     d.message_id = item.message_id;
     d.payload = item.row.payload;
     d.headers = &item.headers;
-    d.attempt = std::max(0, item.row.attempts) + 1;
+    d.attempt = AttemptsPlus(item.row.attempts, 1);
     d.created_at_ms = item.row.created_at;
     return d;
   }
@@ -396,7 +406,7 @@ struct Agent::Impl {
                   const std::string& error) {
     const std::int64_t now = clock->WallMs();
     const store::RetryPolicy policy = store::EffectivePolicy(route.options.retry, item.row.retry);
-    const int failures = std::max(0, item.row.attempts) + (cost ? 1 : 0);
+    const int failures = AttemptsPlus(item.row.attempts, cost ? 1 : 0);
     metrics->AttemptFailed(item.row.topic, cost);
     if (cost && (store::AttemptsExhausted(policy, failures) ||
                  store::AgeExhausted(policy, item.row.created_at, now))) {
@@ -426,9 +436,11 @@ struct Agent::Impl {
       log->info("breaker closed for endpoint {}: it answers again", route.breaker->endpoint());
       Wake();  // the backlog may go now, not at the next sweep
     }
-    metrics->Delivered(item.row.topic,
-                       static_cast<double>(std::max<std::int64_t>(0, now - item.row.created_at)) /
-                           1000.0);
+    // In doubles: created_at may hold anything another application wrote,
+    // and INT64_MIN would overflow the subtraction.
+    metrics->Delivered(item.row.topic, std::max(0.0, static_cast<double>(now) -
+                                                         static_cast<double>(item.row.created_at)) /
+                                           1000.0);
     const store::Lease lease = item.claimed.lease;
     writer->Submit({[lease, now](store::Store& s) { s.Complete(lease, now); }, {}});
     log->debug("delivered topic={} id={}", item.row.topic, item.row.id);
