@@ -1,4 +1,5 @@
 // Small text rules shared by headers, bodies and validation.
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 
@@ -44,6 +45,12 @@ bool IsValidHeaderValue(std::string_view value) {
 
 std::string FormatRfc3339(std::int64_t ms_since_epoch) {
   using namespace std::chrono;
+  // RFC 3339 has four-digit years. created_at comes from a row that another
+  // application may have filled with anything (INT64_MIN would overflow the
+  // day arithmetic below), so clamp to 0000-01-01 .. 9999-12-31.
+  constexpr std::int64_t kFirstMs = -62'167'219'200'000;
+  constexpr std::int64_t kLastMs = 253'402'300'799'999;
+  ms_since_epoch = std::clamp(ms_since_epoch, kFirstMs, kLastMs);
   const sys_time<milliseconds> time{milliseconds{ms_since_epoch}};
   const sys_days day = floor<days>(time);
   const year_month_day date{day};
