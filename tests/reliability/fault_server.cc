@@ -74,6 +74,8 @@ std::string_view FaultName(Fault fault) {
       return "hang past timeout";
     case Fault::kEcho:
       return "500 echoing headers";
+    case Fault::kTooLarge:
+      return "413";
   }
   return "?";
 }
@@ -303,6 +305,9 @@ void FaultServer::Serve(int fd, std::stop_token /*stop*/) {
         if (!SendAll(fd, Response(429, "Too Many Requests", "Retry-After: 1\r\n", "slow down"))) {
           return;
         }
+        break;
+      case Fault::kTooLarge:
+        if (!SendAll(fd, Response(413, "Content Too Large", "", "body over 2 KiB"))) return;
         break;
       case Fault::kEcho: {
         std::string body;

@@ -46,6 +46,7 @@ enum class Fault {
   kReset,        // half a status line, then RST (accepted, never acknowledged)
   kHang,         // no answer until the client gives up or the server stops
   kEcho,         // 500 whose body repeats every request header (secret leak tests)
+  kTooLarge,     // 413 Content Too Large (a message failure)
 };
 
 std::string_view FaultName(Fault fault);
