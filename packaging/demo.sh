@@ -1,31 +1,154 @@
 #!/usr/bin/env bash
-# The demo: what edge-outbox can do so far, on a throwaway database.
-# Usage: packaging/demo.sh BUILD_DIR
+# The demo: both ends of the pattern on throwaway databases.
+#
+#   shop (Python, plain SQL) --commit--> shop.db <--watch-- outboxd --HTTP--> outbox-receiver
+#                                                                              (store::Inbox)
+#
+# The shop commits orders with their outbox rows (some roll back); outboxd
+# pushes each committed message, signed, to the example receiver, which
+# applies it exactly once. The receiver fails some requests on purpose, loses
+# some answers after applying (so the sender retries and the inbox absorbs the
+# duplicate) and goes down for a moment half-way through. At the end, a
+# summary: committed, delivered, duplicates absorbed, rolled back, dead,
+# commit -> receipt latency.
+#
+# Usage: packaging/demo.sh BUILD_DIR     (packaging/dev.sh demo builds first)
+# Environment (defaults in brackets): DEMO_ORDERS [300], DEMO_RATE [orders/s,
+# 40: below what fsync on both ends allows on a small VM], DEMO_OUTAGE_S [1.5], DEMO_FAIL_RATIO [0.05] (answered 500 before
+# applying), DEMO_LOST_ACK_RATIO [0.05] (applied, then answered 500);
+# DEMO_KEEP=1 keeps the work directory with the databases and logs.
+# Exit status 0 when every committed order was applied exactly once.
+# Stops everything it started on exit, also on Ctrl-C.
 set -euo pipefail
-build=${1:?usage: demo.sh BUILD_DIR}
+build=$(cd "${1:?usage: demo.sh BUILD_DIR}" && pwd)
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 ctl="$build/agent/outboxctl"
-work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
-db="$work/demo.db"
+outboxd="$build/agent/outboxd"
+receiver="$build/agent/outbox-receiver"
 
-say() { printf '\n$ %s\n' "$*"; "$@"; }
+for program in "$ctl" "$outboxd" "$receiver"; do
+  if [ ! -x "$program" ]; then
+    echo "demo: $program is missing; build the project first (packaging/dev.sh demo)" >&2
+    exit 1
+  fi
+done
 
-say "$ctl" --db "$db" init
-# An application in any language commits its own row and the outbox row in
-# one transaction; here the sqlite3 shell plays that application.
-sqlite3 "$db" <<'SQL'
-CREATE TABLE orders(id INTEGER PRIMARY KEY, total_cents INTEGER NOT NULL);
-BEGIN IMMEDIATE;
-INSERT INTO orders(total_cents) VALUES (1999);
-INSERT INTO outbox(topic, msg_key, payload)
-  VALUES ('order.created', 'order-' || last_insert_rowid(), '{"total_cents":1999}');
-COMMIT;
-BEGIN IMMEDIATE;
-INSERT INTO orders(total_cents) VALUES (500);
-INSERT INTO outbox(topic, msg_key, payload) VALUES ('order.created', 'order-rolled-back', '{}');
-ROLLBACK;
-SQL
-echo '{"sku":"A-1","qty":3}' >"$work/payload.json"
-say "$ctl" --db "$db" enqueue --topic stock.reserved --key reservation-7 --payload-file "$work/payload.json"
-say "$ctl" --db "$db" list
-say "$ctl" --db "$db" stats
+work=$(mktemp -d "${TMPDIR:-/tmp}/outbox-demo.XXXXXX")
+pids=()
+
+# Stops every process this script started: each runs in its own session
+# (setsid, so a Ctrl-C reaches only this script and the order of the stop is
+# ours), so SIGTERM goes to its whole process group; then waits for it,
+# SIGKILL after 15 s (outboxd's stop grace is 10 s).
+stop_all() {
+  local pid
+  for pid in "${pids[@]}"; do
+    kill -TERM -- "-$pid" 2>/dev/null || true
+  done
+  for pid in "${pids[@]}"; do
+    for _ in $(seq 150); do
+      kill -0 "$pid" 2>/dev/null || break
+      sleep 0.1
+    done
+    kill -KILL -- "-$pid" 2>/dev/null || true
+    wait "$pid" 2>/dev/null || true
+  done
+  pids=()
+}
+cleanup() {
+  local status=$?
+  trap - EXIT INT TERM
+  stop_all
+  if [ "${DEMO_KEEP:-0}" = 1 ]; then
+    echo "demo: kept $work"
+  else
+    rm -rf "$work"
+  fi
+  exit "$status"
+}
+trap cleanup EXIT
+trap 'echo "demo: interrupted; stopping what it started" >&2; exit 130' INT
+trap 'echo "demo: terminated; stopping what it started" >&2; exit 143' TERM
+
+say() { printf '$ %s\n' "$*"; }
+fail() {
+  echo "demo: $*" >&2
+  for log in "$work"/*.log; do
+    [ -s "$log" ] && { echo "--- $log" >&2; tail -n 20 "$log" >&2; }
+  done
+  exit 1
+}
+
+# Signing secret shared by outboxd (signs) and the receiver (verifies).
+DEMO_WEBHOOK_SECRET="whsec_$(head -c 32 /dev/urandom | base64)"
+export DEMO_WEBHOOK_SECRET
+
+echo "== the receiver: applies each message once (store::Inbox), fails on purpose now and then"
+fail_ratio=${DEMO_FAIL_RATIO:-0.05}
+lost_ack_ratio=${DEMO_LOST_ACK_RATIO:-0.05}
+say outbox-receiver --db receiver.db --listen 127.0.0.1:0 --signing-secret env:DEMO_WEBHOOK_SECRET \
+  --outage-file outage --fail-ratio "$fail_ratio" --lose-ack-ratio "$lost_ack_ratio"
+setsid "$receiver" --db "$work/receiver.db" --listen 127.0.0.1:0 \
+  --signing-secret env:DEMO_WEBHOOK_SECRET --outage-file "$work/outage" \
+  --fail-ratio "$fail_ratio" --lose-ack-ratio "$lost_ack_ratio" \
+  >"$work/receiver.port" 2>"$work/receiver.log" &
+pids+=($!)
+port=
+for _ in $(seq 100); do
+  port=$(head -n 1 "$work/receiver.port")
+  [ -n "$port" ] && break
+  kill -0 "${pids[0]}" 2>/dev/null || fail "outbox-receiver did not start"
+  sleep 0.1
+done
+[ -n "$port" ] || fail "outbox-receiver printed no port within 10 s"
+echo "listening on 127.0.0.1:$port"
+
+echo
+echo "== the shop's database and outboxd beside it"
+say outboxctl --db shop.db init
+"$ctl" --db "$work/shop.db" init
+cat >"$work/outboxd.json" <<EOF
+{
+  "sweep_interval_ms": 100,
+  "metrics": { "listen": "" },
+  "log": { "level": "warn" },
+  "topics": {
+    "order.created": {
+      "url": "http://127.0.0.1:$port/orders",
+      "workers": 4,
+      "timeout_ms": 2000,
+      "retry": { "strategy": "exponential", "first_interval_ms": 100,
+                 "max_interval_ms": 1000, "max_attempts": 10, "jitter": 0.2 },
+      "breaker": { "failure_threshold": 5, "open_ms": 250, "max_open_ms": 1000 },
+      "signing_secret": "env:DEMO_WEBHOOK_SECRET"
+    }
+  }
+}
+EOF
+say outboxd --db shop.db --config outboxd.json
+setsid "$outboxd" --db "$work/shop.db" --config "$work/outboxd.json" 2>"$work/outboxd.log" &
+pids+=($!)
+
+echo
+echo "== the shop: Python's sqlite3, the order and its outbox row in one transaction"
+say python3 demo_producer.py --db shop.db ...
+# In the background and waited for, so that a signal to this script runs
+# its trap at once instead of after the producer.
+no_proxy="127.0.0.1,localhost${no_proxy:+,$no_proxy}" setsid python3 "$here/demo_producer.py" \
+  --db "$work/shop.db" --receiver-db "$work/receiver.db" \
+  --receiver-url "http://127.0.0.1:$port" --outage-file "$work/outage" \
+  --orders "${DEMO_ORDERS:-300}" --rate "${DEMO_RATE:-40}" \
+  --outage-s "${DEMO_OUTAGE_S:-1.5}" &
+pids+=($!)
+status=0
+wait "${pids[2]}" || status=$?
+kill -0 "${pids[1]}" 2>/dev/null || fail "outboxd is not running"
+
+echo
+say outboxctl --db shop.db stats
+"$ctl" --db "$work/shop.db" stats
+
+stop_all
+echo
+echo "outboxd and outbox-receiver stopped"
+[ "$status" -eq 0 ] || fail "the summary above shows a problem"

@@ -23,6 +23,7 @@
 #include <thread>
 
 #include "breaker.h"
+#include "commit_watcher.h"
 #include "http_handler.h"
 #include "owner.h"
 #include "pool.h"
@@ -135,6 +136,8 @@ struct Agent::Impl {
   std::map<std::string, std::shared_ptr<Handler>, std::less<>> custom_handlers;
   std::map<std::string, std::unique_ptr<Route>, std::less<>> routes;  // fixed after Start
   Route* wildcard = nullptr;
+  // Guards `breakers` against Snapshot() while Start/Stop rebuild them.
+  std::mutex breakers_mutex;
   std::map<std::string, std::shared_ptr<Breaker>> breakers;  // by endpoint
 
   // Owned by the sweeper thread (and by Start before it runs).
@@ -154,6 +157,12 @@ struct Agent::Impl {
   // Rows handed to a pool and not yet finished sending.
   std::atomic<std::int64_t> sending{0};
   std::atomic<std::int64_t> unrouted_pending{0};
+
+  std::unique_ptr<CommitWatcher> watcher;  // outboxd: commits of other processes
+
+  // Handlers a second Stop() call aborts to cut the first one's grace short.
+  std::mutex abort_mutex;
+  std::vector<std::shared_ptr<Handler>> abortable;  // guarded by abort_mutex
 
   std::mutex wake_mutex;
   std::condition_variable_any wake_cv;
@@ -195,8 +204,12 @@ struct Agent::Impl {
   void Dispatch(const store::Claimed& claimed) {
     // lease_token counts claims: 1 means the agent sees this row first.
     if (claimed.lease.token == 1) metrics->Enqueued(claimed.topic);
+    if (stopping.load()) {  // before RouteFor: Stop() tears the routes down
+      Revert(claimed);
+      return;
+    }
     Route* route = RouteFor(claimed.topic);
-    if (route == nullptr || stopping.load()) {
+    if (route == nullptr) {
       Revert(claimed);
       return;
     }
@@ -216,6 +229,9 @@ struct Agent::Impl {
     writer->Submit(
         {[this, ids = std::move(ids), claimed](store::Store& s) {
            claimed->clear();  // the transaction may be retried
+           // A stopping agent claims nothing new: its last write releases
+           // whatever it still holds, and nothing may be claimed after it.
+           if (stopping.load()) return;
            const std::int64_t now = clock->WallMs();
            for (std::int64_t id : ids) {
              if (auto c = s.ClaimById(id, owner, LeaseUntil(now), now)) {
@@ -225,6 +241,10 @@ struct Agent::Impl {
          },
          [this, claimed] {
            for (const auto& c : *claimed) {
+             if (stopping.load()) {
+               Revert(c);
+               continue;
+             }
              Route* route = RouteFor(c.topic);
              // An open breaker means the sweeper decides when to try again.
              if (route != nullptr && !route->breaker->IsClosed()) {
@@ -288,10 +308,11 @@ struct Agent::Impl {
     if (sending.fetch_sub(n) == n && probation.load()) Wake();
   }
 
-  HandlerResult SafeHandle(Handler& handler, std::span<const Delivery> deliveries) {
+  HandlerResult SafeHandle(Route& route, std::span<const Delivery> deliveries) {
+    Handler& handler = *route.handler;
     try {
-      return deliveries.size() == 1 ? handler.Handle(deliveries.front())
-                                    : handler.HandleBatch(deliveries);
+      return route.options.endpoint.batch.max_messages > 1 ? handler.HandleBatch(deliveries)
+                                                           : handler.Handle(deliveries.front());
     } catch (const std::exception& e) {
       return {Outcome::kEndpointFailure, 0, false, std::nullopt,
               std::string("handler threw: ") + e.what()};
@@ -329,7 +350,7 @@ struct Agent::Impl {
       FinishDelivered(route, items.front());
       return;
     }
-    HandlerResult result = SafeHandle(*route.handler, deliveries);
+    HandlerResult result = SafeHandle(route, deliveries);
     if (result.outcome == Outcome::kMessageFailure && !result.endpoint_gone && items.size() > 1) {
       // One bad member refuses the whole batch: halve it until the bad one
       // is alone, so that no good message goes dead with it.
@@ -467,21 +488,21 @@ struct Agent::Impl {
     for (auto& [name, route] : routes) {
       if (route.get() != wildcard) served.emplace_back(route.get(), name);
     }
+    // Topics with pending rows: those only "*" routes, and the unrouted ones.
     std::int64_t unrouted = 0;
-    const bool need_scan = wildcard != nullptr || true;
-    if (need_scan) {
-      for (std::string& topic : reader->PendingTopics()) {
-        if (routes.count(topic) != 0) continue;
-        if (wildcard != nullptr) {
-          served.emplace_back(wildcard, std::move(topic));
-        } else {
-          ++unrouted;
-          if (unrouted_logged.insert(topic).second) {
-            log->warn("topic {} has pending rows but no route (no topics entry, no \"*\"): "
-                      "they stay pending",
-                      topic);
-          }
-        }
+    for (std::string& topic : reader->PendingTopics()) {
+      if (routes.count(topic) != 0) continue;
+      if (wildcard != nullptr) {
+        served.emplace_back(wildcard, std::move(topic));
+        continue;
+      }
+      ++unrouted;
+      // Logged once per topic; the set is capped against applications that
+      // invent topics without end.
+      if (unrouted_logged.size() < 1000 && unrouted_logged.insert(topic).second) {
+        log->warn("topic {} has pending rows but no route (no topics entry, no \"*\"): "
+                  "they stay pending",
+                  topic);
       }
     }
     unrouted_pending.store(unrouted);
@@ -516,15 +537,20 @@ struct Agent::Impl {
   void TakeBackFromDeadOwners() {
     for (const std::string& other : reader->LeaseOwners()) {
       if (other == owner || !OwnerIsGone(other)) continue;
-      int taken = 0;
+      store::Store::TakeBack taken;
       writer->Run([&](store::Store& s) {
         taken = s.TakeBackOwner(other, options.crash_budget, clock->WallMs());
       });
-      if (taken > 0) {
-        metrics->TakenBack(taken);
+      if (taken.quarantined > 0) {
+        metrics->TakenBack(taken.quarantined);
         log->warn("took back {} rows leased by {}, which no longer runs; resending them one at "
                   "a time",
-                  taken, other);
+                  taken.quarantined, other);
+      }
+      for (const std::string& topic : taken.dead_topics) {
+        metrics->Dead(topic, /*by_crash_budget=*/true);
+        log->warn("dead-lettered topic={}: it crashed the agent {} times while alone in flight",
+                  topic, options.crash_budget);
       }
     }
   }
@@ -722,6 +748,7 @@ struct Agent::Impl {
   // --- lifecycle ---------------------------------------------------------------
 
   std::shared_ptr<Breaker> BreakerFor(const std::string& endpoint, const TopicOptions& topic) {
+    std::lock_guard lock(breakers_mutex);
     auto& slot = breakers[endpoint];
     if (!slot) {
       // A probe that never reported (its worker stopped) is forgotten after
@@ -823,17 +850,35 @@ void Agent::Start() {
   d.StartPools();
   d.stopping.store(false);
   d.TakeBackFromDeadOwners();
+  {
+    std::lock_guard lock(d.abort_mutex);
+    for (const auto& [name, route] : d.routes) d.abortable.push_back(route->handler);
+  }
   d.running.store(true);
   d.sweeper = std::jthread([&d](std::stop_token stop) { d.SweepLoop(std::move(stop)); });
+  if (d.options.watch_external_commits) {
+    CommitWatcher::Options watch;
+    watch.db_path = d.options.db_path;
+    watch.poll_ms = d.options.watch_poll_ms;
+    watch.logger = d.log;
+    d.watcher = std::make_unique<CommitWatcher>(std::move(watch), [&d] { d.Wake(); });
+  }
   d.log->info("agent started: owner={} database={} routes={}", d.owner, d.options.db_path,
               d.routes.size());
 }
 
 void Agent::Stop(std::chrono::milliseconds grace) {
   Impl& d = *impl_;
-  if (!d.running.exchange(false)) return;
+  if (!d.running.exchange(false)) {
+    // A stop is already running (or done): cut its grace period short by
+    // aborting whatever is still being sent.
+    std::lock_guard lock(d.abort_mutex);
+    for (const auto& handler : d.abortable) handler->Abort();
+    return;
+  }
   const auto deadline = std::chrono::steady_clock::now() + grace;
   d.stopping.store(true);
+  d.watcher.reset();
   d.sweeper.request_stop();
   d.Wake();
   if (d.sweeper.joinable()) d.sweeper.join();
@@ -858,8 +903,15 @@ void Agent::Stop(std::chrono::milliseconds grace) {
     d.log->error("stop: could not release leases ({}); they expire after lease_timeout_ms",
                  e.what());
   }
+  {
+    std::lock_guard lock(d.abort_mutex);
+    d.abortable.clear();
+  }
   d.routes.clear();
-  d.breakers.clear();
+  {
+    std::lock_guard lock(d.breakers_mutex);
+    d.breakers.clear();
+  }
   d.wildcard = nullptr;
   d.reader.reset();
   {
@@ -885,7 +937,12 @@ std::int64_t Agent::WriterTransactions() const { return impl_->writer->transacti
 MetricsSnapshot Agent::Snapshot() {
   Impl& d = *impl_;
   MetricsSnapshot snapshot = d.metrics->Snapshot();
-  for (const auto& [endpoint, breaker] : d.breakers) snapshot.breakers.push_back(breaker->State());
+  {
+    std::lock_guard lock(d.breakers_mutex);
+    for (const auto& [endpoint, breaker] : d.breakers) {
+      snapshot.breakers.push_back(breaker->State());
+    }
+  }
   snapshot.unrouted_pending = d.unrouted_pending.load();
   std::lock_guard lock(d.stats_mutex);
   if (d.stats_reader) snapshot.db = d.stats_reader->GetStats();

@@ -31,8 +31,9 @@ HandlerResult HttpHandler::Handle(const Delivery& delivery) {
   return FromResult(endpoint_.Push(ToMessage(delivery)));
 }
 
+// A batch-mode endpoint always gets the batch format, even with one member:
+// its receiver parses one shape of body.
 HandlerResult HttpHandler::HandleBatch(std::span<const Delivery> deliveries) {
-  if (deliveries.size() == 1) return Handle(deliveries.front());
   std::vector<transport::Message> messages;
   messages.reserve(deliveries.size());
   for (const Delivery& delivery : deliveries) messages.push_back(ToMessage(delivery));

@@ -265,7 +265,8 @@ inline constexpr char kTakeBackToDead[] =
     " lease_expires_at = NULL, quarantined = 0, updated_at = ?2,"
     " last_error = 'crashed the agent ' || (crashes + 1) ||"
     "   ' times while alone in flight (crash budget ' || ?4 || ')'"
-    " WHERE status = 3 AND lease_owner = ?1 AND ?3 = 1 AND crashes + 1 >= ?4";
+    " WHERE status = 3 AND lease_owner = ?1 AND ?3 = 1 AND crashes + 1 >= ?4"
+    " RETURNING topic";
 inline constexpr char kTakeBackToPending[] =
     "UPDATE outbox SET status = 0, crashes = crashes + ?3, quarantined = 1,"
     " next_attempt_at = ?2, lease_owner = NULL, lease_expires_at = NULL, updated_at = ?2"
@@ -326,5 +327,29 @@ inline constexpr char kPendingTopics[] =
 inline constexpr char kDataVersion[] = "PRAGMA data_version";
 inline constexpr char kQuarantinedCount[] =
     "SELECT count(*) FROM outbox WHERE status = 0 AND quarantined = 1";
+
+// --- inbox (the receiving side) -------------------------------------------------
+//
+// Installed by Inbox itself, not by a migration of the outbox schema: a
+// receiver's database usually holds no outbox at all. WITHOUT ROWID: the key
+// is the row; received_at serves the purge.
+inline constexpr char kHasInboxTable[] =
+    "SELECT count(*) FROM sqlite_schema WHERE type = 'table' AND name = 'outbox_inbox'";
+inline constexpr char kInstallInbox[] = R"sql(
+CREATE TABLE IF NOT EXISTS outbox_inbox(
+  key         TEXT PRIMARY KEY,
+  received_at INTEGER NOT NULL
+) WITHOUT ROWID;
+CREATE INDEX IF NOT EXISTS outbox_inbox_received ON outbox_inbox(received_at);
+)sql";
+// The unique key decides, never a prior SELECT: two deliveries racing each
+// other cannot both insert (seed 003 §3.4). sqlite3_changes() tells which.
+// ?1 key, ?2 received_at
+inline constexpr char kInboxRecord[] =
+    "INSERT INTO outbox_inbox(key, received_at) VALUES(?1, ?2) ON CONFLICT(key) DO NOTHING";
+// ?1 cutoff, ?2 batch
+inline constexpr char kInboxPurge[] =
+    "DELETE FROM outbox_inbox WHERE key IN (SELECT key FROM outbox_inbox"
+    " WHERE received_at < ?1 ORDER BY received_at LIMIT ?2)";
 
 }  // namespace outbox::store::sql

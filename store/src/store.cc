@@ -387,7 +387,8 @@ std::vector<std::string> Store::LeaseOwners() {
   });
 }
 
-int Store::TakeBackOwner(std::string_view owner, int crash_budget, std::int64_t now) {
+Store::TakeBack Store::TakeBackOwner(std::string_view owner, int crash_budget,
+                                    std::int64_t now) {
   if (crash_budget < 1) throw std::invalid_argument("crash_budget: expected a positive integer");
   return Wrap("take back leases", [&] {
     return impl_->Atomically([&] {
@@ -400,21 +401,21 @@ int Store::TakeBackOwner(std::string_view owner, int crash_budget, std::int64_t 
         held = count->getColumn(0).getInt64();
       }
       const int alone = held == 1 ? 1 : 0;
-      int changed = 0;
+      TakeBack result;
       {
         StatementUse dead(impl_->Prepare(sql::kTakeBackToDead));
         dead->bind(1, owner_text);
         dead->bind(2, now);
         dead->bind(3, alone);
         dead->bind(4, crash_budget);
-        changed += dead->exec();
+        while (dead->executeStep()) result.dead_topics.push_back(dead->getColumn(0).getString());
       }
       StatementUse pending(impl_->Prepare(sql::kTakeBackToPending));
       pending->bind(1, owner_text);
       pending->bind(2, now);
       pending->bind(3, alone);
-      changed += pending->exec();
-      return changed;
+      result.quarantined = pending->exec();
+      return result;
     });
   });
 }

@@ -1,6 +1,5 @@
 #include <gtest/gtest.h>
 
-#include <algorithm>
 #include <atomic>
 #include <future>
 #include <set>
@@ -215,7 +214,11 @@ TEST_F(AgentTest, BatchModeSendsManyMessagesPerRequestAndIsolatesARefusedOne) {
       res.status = 422;
       return;
     }
-    lines += static_cast<int>(std::count(req.body.begin(), req.body.end(), '\n'));
+    // One NDJSON line per member, each with its own id.
+    for (std::size_t at = req.body.find("\"id\":"); at != std::string::npos;
+         at = req.body.find("\"id\":", at + 1)) {
+      ++lines;
+    }
     res.status = 200;
   });
   server_.Start();

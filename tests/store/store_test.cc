@@ -211,7 +211,7 @@ TEST_F(StoreTest, TakeBackCountsACrashOnlyForARowAloneInFlight) {
   const auto b = Insert("t", "b");
   Claim(a, "dead-1");
   Claim(b, "dead-1");
-  EXPECT_EQ(store_.TakeBackOwner("dead-1", 3, kNow), 2);
+  EXPECT_EQ(store_.TakeBackOwner("dead-1", 3, kNow).quarantined, 2);
   EXPECT_EQ(Get(a).crashes, 0);
   EXPECT_TRUE(Get(a).quarantined);
   EXPECT_EQ(Get(a).status, Status::kPending);
@@ -222,7 +222,7 @@ TEST_F(StoreTest, TakeBackCountsACrashOnlyForARowAloneInFlight) {
   // ...but one at a time.
   auto one = store_.ClaimDue("t", "dead-2", kNow + kLease, kNow, 1, true);
   ASSERT_EQ(one.size(), 1u);
-  EXPECT_EQ(store_.TakeBackOwner("dead-2", 3, kNow), 1);
+  EXPECT_EQ(store_.TakeBackOwner("dead-2", 3, kNow).quarantined, 1);
   EXPECT_EQ(Get(one[0].lease.id).crashes, 1);
 }
 
@@ -231,7 +231,8 @@ TEST_F(StoreTest, CrashBudgetKillsThePoisonRow) {
   for (int crash = 1; crash <= 3; ++crash) {
     auto claimed = store_.ClaimDue("t", "agent", kNow + kLease, kNow, 1, crash > 1);
     ASSERT_EQ(claimed.size(), 1u) << crash;
-    store_.TakeBackOwner("agent", 3, kNow);
+    const Store::TakeBack taken = store_.TakeBackOwner("agent", 3, kNow);
+    EXPECT_EQ(taken.dead_topics.size(), crash == 3 ? 1u : 0u);
   }
   const Row row = Get(id);
   EXPECT_EQ(row.status, Status::kDead);

@@ -199,6 +199,7 @@ struct MetricsSnapshot {
   // From the database at snapshot time.
   store::Stats db;
   std::int64_t taken_back_leases = 0;
+  // Topics that have pending rows but no route (no entry, no "*").
   std::int64_t unrouted_pending = 0;
 };
 
@@ -249,7 +250,9 @@ class Agent {
   void Start();
   // Stops intake, lets sends in flight finish until `grace` has passed,
   // aborts the rest, reverts everything still leased to pending and joins
-  // every thread. Safe to call twice.
+  // every thread. A second call from another thread while a stop runs cuts
+  // that stop's grace period short (aborts the sends in flight) and returns
+  // at once; a call after the stop finished does nothing.
   void Stop(std::chrono::milliseconds grace = std::chrono::seconds(10));
 
   // The eager path: these rows were committed just now. Never blocks on a

@@ -1,15 +1,18 @@
 // outbox/store.h: the outbox table in an application's own SQLite file.
 //
-// Two ways in:
+// Three ways in:
 //  - Producer: enqueue on the application's connection, inside the
 //    application's open transaction. One Producer per connection; it caches
 //    prepared statements, so keep it as long as the connection.
 //  - Store: the agent's and the admin tool's own connection. Every state
 //    transition of DESIGN.md is one guarded statement here; several may share
 //    one write transaction (group commit).
+//  - Inbox: the receiving side. A receiver records each message's
+//    Idempotency-Key inside its own transaction, so that a message delivered
+//    twice is applied once.
 //
-// Neither class is thread-safe: like an SQLite connection, each belongs to one
-// thread at a time. Open one per thread.
+// None of these classes is thread-safe: like an SQLite connection, each
+// belongs to one thread at a time. Open one per thread.
 //
 // Times are milliseconds since the Unix epoch, always passed in by the caller
 // so that a test can inject its clock.
@@ -370,8 +373,11 @@ class Store {
   // Every row leased by `owner` (a process known to be dead) → pending and
   // quarantined. A row that was alone in flight gets a crash counted; at
   // `crash_budget` crashes it goes dead instead.
-  int TakeBackOwner(std::string_view owner, int crash_budget,
-                    std::int64_t now);
+  struct TakeBack {
+    int quarantined = 0;                   // rows back to pending
+    std::vector<std::string> dead_topics;  // one entry per row the budget killed
+  };
+  TakeBack TakeBackOwner(std::string_view owner, int crash_budget, std::int64_t now);
   // Every row leased by `owner` (this agent, stopping) → pending at once,
   // nothing counted.
   int ReleaseOwner(std::string_view owner, std::int64_t now);
@@ -413,6 +419,77 @@ class Store {
   Limits GetLimits();
   // Throws std::invalid_argument for a negative limit.
   void SetLimits(const Limits& limits);
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+// ---------------------------------------------------------------------------
+// The receiving side (seed 003 §3.4): delivery is at-least-once, so a
+// receiver applies a message and records its Idempotency-Key in ONE
+// transaction of its own. The key's PRIMARY KEY decides whether it is new
+// (never a SELECT before the INSERT: two deliveries racing each other would
+// both pass it), so a duplicate is answered 2xx without being applied again.
+//
+// The keys live in the receiver's own SQLite file, in a table of their own,
+// `outbox_inbox(key TEXT PRIMARY KEY, received_at INTEGER NOT NULL)`, which
+// the Inbox creates when missing. The file needs no outbox schema; a plain-SQL
+// receiver can do the same with
+//   INSERT INTO outbox_inbox(key, received_at) VALUES(?, ?) ON CONFLICT DO NOTHING
+// and `changes()` (1: new, 0: duplicate).
+//
+// Retention: a key purged too early lets a late retry be applied twice. Keep
+// keys longer than the sender's longest retry horizon plus the longest time a
+// device may stay offline (an edge-outbox sender keeps retrying through an
+// outage: a device offline for a week sends its messages a week late).
+
+struct InboxOptions {
+  // Longest Idempotency-Key accepted, bytes. edge-outbox's message ids are
+  // 64 hex characters; other senders' keys (UUIDs, ...) are shorter.
+  std::size_t max_key_bytes = 255;
+};
+
+enum class Receipt {
+  kNew,        // first delivery: apply the message in this same transaction
+  kDuplicate,  // already recorded by a committed transaction: apply nothing
+};
+
+// Like Producer, works on the application's connection and caches prepared
+// statements: keep one per connection, as long as the connection. Not
+// thread-safe; each thread that receives needs its own connection and Inbox.
+class Inbox {
+ public:
+  // The connection must outlive the Inbox and must have no open transaction
+  // here: the Inbox creates its table and index if they are missing (a short
+  // write transaction of its own; nothing if they exist). Throws
+  // std::invalid_argument (null connection, open transaction, bad options) or
+  // StoreError.
+  explicit Inbox(sqlite3* connection, const InboxOptions& options = {});
+  explicit Inbox(SQLite::Database& connection, const InboxOptions& options = {});
+  ~Inbox();
+  Inbox(const Inbox&) = delete;
+  Inbox& operator=(const Inbox&) = delete;
+
+  // Records `key` with `now_ms` as its time of receipt, inside the
+  // connection's open transaction (begin it with BEGIN IMMEDIATE, so that the
+  // INSERT never has to upgrade a stale read snapshot). kNew: apply the
+  // message now, then COMMIT; if the transaction rolls back, so does the key,
+  // and the next delivery is new again. kDuplicate: nothing was written and the
+  // transaction is as it was, still open and usable.
+  // Throws std::invalid_argument ("idempotency_key: ..." for an empty or too
+  // long key; no open transaction) before any I/O, or StoreError (then roll
+  // back).
+  Receipt Record(std::string_view key, std::int64_t now_ms);
+
+  // Deletes up to `batch` keys received before `cutoff_ms` (oldest first) and
+  // returns how many; call until it returns less than `batch`. Inside an open
+  // transaction it joins it; otherwise it is one short write transaction.
+  // Throws std::invalid_argument for batch < 1, StoreError.
+  int Purge(std::int64_t cutoff_ms, int batch = 1000);
+
+  // The connection this Inbox writes through.
+  sqlite3* connection() const;
 
  private:
   struct Impl;

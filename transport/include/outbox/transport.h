@@ -174,6 +174,34 @@ std::string BatchId(std::span<const Message> messages);
 std::string WebhookSignature(std::span<const std::string> secrets, std::string_view id,
                              std::int64_t timestamp_s, std::string_view body);
 
+// The receiving side of Standard Webhooks: what checking a request's
+// webhook-id, webhook-timestamp and webhook-signature headers found.
+enum class SignatureCheck {
+  kValid,          // a v1 signature matches one of the secrets, in time
+  kMissing,        // a header is absent or empty
+  kBadTimestamp,   // webhook-timestamp is not an integer number of seconds
+  kTooOld,         // timestamp more than the tolerance before now (replay)
+  kTooNew,         // timestamp more than the tolerance after now
+  kMismatch,       // no signature in the header matches any secret
+};
+
+// "valid", "missing", "bad_timestamp", "too_old", "too_new", "mismatch".
+std::string_view SignatureCheckName(SignatureCheck check);
+
+// Verifies a received request: `signature_header` is the space-separated list
+// of "v1,<base64>" of webhook-signature (other versions are ignored), `body`
+// the raw request body, `now_s` the receiver's time in seconds since the
+// epoch. The timestamp must lie within `tolerance_s` of now either way
+// (Standard Webhooks suggests 5 minutes; it bounds replays). Signatures are
+// compared in constant time. Several secrets accept a request signed with
+// any of them (rotation). Throws std::invalid_argument naming
+// "signing_secrets" (none given) or "signing_secrets[i]" (malformed) or
+// "tolerance_s" (negative); what the request holds is never an exception.
+SignatureCheck VerifyWebhookSignature(std::span<const std::string> secrets,
+                                      std::string_view id, std::string_view timestamp,
+                                      std::string_view body, std::string_view signature_header,
+                                      std::int64_t now_s, std::int64_t tolerance_s = 300);
+
 enum class Outcome {
   kDelivered,        // 2xx
   kEndpointFailure,  // not the message's fault: retry, count for the breaker

@@ -1,0 +1,575 @@
+// outboxd's JSON configuration (DESIGN.md "Command line and configuration")
+// onto Options. Every error is one line that starts with the key path, e.g.
+// `topics."order.created".retry.max_attempts: expected a positive integer`;
+// the value of a secret never appears in an error or a warning.
+#include <rapidjson/document.h>
+#include <rapidjson/error/en.h>
+
+#include <algorithm>
+#include <cctype>
+#include <charconv>
+#include <climits>
+#include <cstdint>
+#include <cstdio>
+#include <filesystem>
+#include <initializer_list>
+#include <limits>
+#include <set>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "listen_address.h"
+#include "outbox/agent.h"
+
+namespace outbox::agent {
+namespace {
+
+using rapidjson::Value;
+
+// --- key paths --------------------------------------------------------------
+
+// Topic and header names are always quoted (they may hold dots); fixed keys
+// only when they would be ambiguous bare.
+std::string Quote(std::string_view key) {
+  std::string out = "\"";
+  for (char c : key) {
+    const auto byte = static_cast<unsigned char>(c);
+    if (c == '"' || c == '\\') {
+      out += '\\';
+      out += c;
+    } else if (byte < 0x20 || byte == 0x7f) {
+      char escaped[8];
+      std::snprintf(escaped, sizeof escaped, "\\u%04x", byte);
+      out += escaped;
+    } else {
+      out += c;
+    }
+  }
+  return out + '"';
+}
+
+bool IsPlainKey(std::string_view key) {
+  return !key.empty() && std::all_of(key.begin(), key.end(), [](char c) {
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' ||
+           c == '-';
+  });
+}
+
+std::string Child(const std::string& parent, std::string_view key, bool quoted = false) {
+  std::string segment = quoted || !IsPlainKey(key) ? Quote(key) : std::string(key);
+  return parent.empty() ? segment : parent + "." + segment;
+}
+
+[[noreturn]] void Fail(const std::string& path, std::string_view why) {
+  throw std::invalid_argument((path.empty() ? std::string("config") : path) + ": " +
+                              std::string(why));
+}
+
+// What the file holds instead, for "expected X, got Y". Strings are not
+// quoted back: a secret in the wrong place must not end up in a log.
+std::string Describe(const Value& value) {
+  if (value.IsNull()) return "null";
+  if (value.IsBool()) return value.GetBool() ? "true" : "false";
+  if (value.IsObject()) return "an object";
+  if (value.IsArray()) return "an array";
+  if (value.IsString()) return "a string";
+  if (value.IsInt64()) return std::to_string(value.GetInt64());
+  if (value.IsUint64()) return std::to_string(value.GetUint64());
+  char text[32];
+  const auto result = std::to_chars(text, text + sizeof text, value.GetDouble());
+  return std::string(text, result.ptr);
+}
+
+// --- typed reads ------------------------------------------------------------
+
+constexpr std::int64_t kNoMax = INT64_MAX;
+
+struct IntRange {
+  std::int64_t min = 0;
+  std::int64_t max = kNoMax;
+};
+constexpr IntRange kPositive{1, kNoMax};
+constexpr IntRange kNonNegative{0, kNoMax};
+constexpr IntRange kPositiveInt{1, INT_MAX};
+
+std::string Expectation(const IntRange& range) {
+  // A small upper bound is part of what the user must know; INT_MAX and
+  // INT64_MAX are only mentioned when a value exceeds them.
+  if (range.max < INT_MAX) {
+    return "expected an integer from " + std::to_string(range.min) + " to " +
+           std::to_string(range.max);
+  }
+  if (range.min == 1) return "expected a positive integer";
+  if (range.min == 0) return "expected 0 or a positive integer";
+  return "expected an integer of at least " + std::to_string(range.min);
+}
+
+// One JSON object of the config. Reads members by key and remembers which
+// were asked for, so that WarnUnknown can report the rest.
+class Section {
+ public:
+  // `user_keys`: the keys are the user's names (topics, headers) and are
+  // always quoted in key paths.
+  Section(const Value& value, std::string path, std::vector<std::string>& warnings,
+          bool user_keys = false)
+      : value_(value), path_(std::move(path)), warnings_(warnings), user_keys_(user_keys) {
+    if (!value.IsObject()) Fail(path_, "expected an object, got " + Describe(value));
+    // RapidJSON keeps duplicate keys; the second would silently lose.
+    std::set<std::string_view> names;
+    for (const auto& member : value.GetObject()) {
+      const std::string_view name(member.name.GetString(), member.name.GetStringLength());
+      if (!names.insert(name).second) Fail(PathOf(name), "key given twice");
+    }
+    seen_.assign(value.MemberCount(), false);
+  }
+
+  const std::string& path() const { return path_; }
+  std::string PathOf(std::string_view key) const { return Child(path_, key, user_keys_); }
+
+  // The member, or null if absent.
+  const Value* Find(std::string_view key) {
+    const auto it = value_.FindMember(
+        Value(rapidjson::StringRef(key.data(), static_cast<rapidjson::SizeType>(key.size()))));
+    if (it == value_.MemberEnd()) return nullptr;
+    seen_[static_cast<std::size_t>(it - value_.MemberBegin())] = true;
+    return &it->value;
+  }
+
+  // Each Read leaves `out` unchanged when the key is absent.
+  bool Read(std::string_view key, std::int64_t& out, const IntRange& range) {
+    const Value* value = Find(key);
+    if (value == nullptr) return false;
+    if (!value->IsInt64()) Fail(PathOf(key), Expectation(range) + ", got " + Describe(*value));
+    const std::int64_t number = value->GetInt64();
+    if (number < range.min || (range.max < INT_MAX && number > range.max)) {
+      Fail(PathOf(key), Expectation(range) + ", got " + Describe(*value));
+    }
+    if (number > range.max) Fail(PathOf(key), "expected at most " + std::to_string(range.max));
+    out = number;
+    return true;
+  }
+
+  template <typename Int>
+  bool ReadInt(std::string_view key, Int& out, IntRange range) {
+    if (std::cmp_less(std::numeric_limits<Int>::max(), range.max)) {
+      range.max = static_cast<std::int64_t>(std::numeric_limits<Int>::max());
+    }
+    std::int64_t number = 0;
+    if (!Read(key, number, range)) return false;
+    out = static_cast<Int>(number);
+    return true;
+  }
+
+  bool Read(std::string_view key, std::string& out) {
+    const Value* value = Find(key);
+    if (value == nullptr) return false;
+    if (!value->IsString()) Fail(PathOf(key), "expected a string, got " + Describe(*value));
+    out.assign(value->GetString(), value->GetStringLength());
+    return true;
+  }
+
+  bool Read(std::string_view key, bool& out) {
+    const Value* value = Find(key);
+    if (value == nullptr) return false;
+    if (!value->IsBool()) Fail(PathOf(key), "expected true or false, got " + Describe(*value));
+    out = value->GetBool();
+    return true;
+  }
+
+  bool ReadFraction(std::string_view key, double& out) {
+    const Value* value = Find(key);
+    if (value == nullptr) return false;
+    if (!value->IsNumber() || value->GetDouble() < 0.0 || value->GetDouble() > 1.0) {
+      Fail(PathOf(key), "expected a number from 0 to 1, got " + Describe(*value));
+    }
+    out = value->GetDouble();
+    return true;
+  }
+
+  // A string from a fixed set of names, each mapped to its value.
+  template <typename T>
+  bool ReadChoice(std::string_view key, std::initializer_list<std::pair<const char*, T>> choices,
+                  T& out) {
+    std::string name;
+    if (!Read(key, name)) return false;
+    std::string expected;
+    for (const auto& [choice, choice_value] : choices) {
+      if (name == choice) {
+        out = choice_value;
+        return true;
+      }
+      if (!expected.empty()) expected += ", ";
+      expected += Quote(choice);
+    }
+    // These names are never secrets, so the bad one is shown.
+    Fail(PathOf(key), "expected one of " + expected + ", got " + Quote(name));
+  }
+
+  // A nested object with fixed keys, if present.
+  std::optional<Section> Object(std::string_view key, bool user_keys = false) {
+    const Value* value = Find(key);
+    if (value == nullptr) return std::nullopt;
+    return Section(*value, PathOf(key), warnings_, user_keys);
+  }
+
+  // Every member, as (name, value): for objects keyed by the user's names.
+  template <typename Visit>
+  void ForEach(Visit visit) {
+    std::fill(seen_.begin(), seen_.end(), true);
+    for (const auto& member : value_.GetObject()) {
+      visit(std::string_view(member.name.GetString(), member.name.GetStringLength()), member.value);
+    }
+  }
+
+  void WarnUnknown() const {
+    std::size_t index = 0;
+    for (const auto& member : value_.GetObject()) {
+      if (!seen_[index++]) {
+        warnings_.push_back(
+            PathOf(std::string_view(member.name.GetString(), member.name.GetStringLength())) +
+            ": unknown key, ignored");
+      }
+    }
+  }
+
+  std::vector<std::string>& warnings() { return warnings_; }
+
+ private:
+  const Value& value_;
+  std::string path_;
+  std::vector<std::string>& warnings_;
+  bool user_keys_;
+  std::vector<bool> seen_;
+};
+
+// --- secrets ----------------------------------------------------------------
+
+bool IsSecretReference(std::string_view value) {
+  return value.starts_with("env:") || value.starts_with("file:");
+}
+
+bool IsCredentialHeader(std::string_view name) {
+  const auto equals = [&](std::string_view other) {
+    return std::equal(name.begin(), name.end(), other.begin(), other.end(), [](char a, char b) {
+      return std::tolower(static_cast<unsigned char>(a)) ==
+             std::tolower(static_cast<unsigned char>(b));
+    });
+  };
+  return equals("Authorization") || equals("Proxy-Authorization");
+}
+
+std::string InlineSecretWarning(const std::string& path) {
+  return path + R"(: secret written inline; put it in "env:NAME" or "file:PATH" instead)";
+}
+
+// --- sections ---------------------------------------------------------------
+
+void ReadRetry(Section& retry, store::RetryPolicy& policy) {
+  retry.ReadChoice<store::Backoff>(
+      "strategy",
+      {{"fixed", store::Backoff::kFixed}, {"exponential", store::Backoff::kExponential}},
+      policy.backoff);
+  retry.Read("first_interval_ms", policy.first_interval_ms, kPositive);
+  retry.Read("max_interval_ms", policy.max_interval_ms, kPositive);
+  retry.ReadInt("max_attempts", policy.max_attempts, kPositiveInt);
+  retry.ReadFraction("jitter", policy.jitter);
+  retry.Read("max_age_ms", policy.max_age_ms, kNonNegative);
+  retry.WarnUnknown();
+  if (policy.max_interval_ms < policy.first_interval_ms) {
+    Fail(retry.PathOf("max_interval_ms"),
+         "must be at least first_interval_ms (" + std::to_string(policy.first_interval_ms) + ")");
+  }
+}
+
+void ReadBreaker(Section& section, BreakerOptions& breaker) {
+  section.ReadInt("failure_threshold", breaker.failure_threshold, IntRange{1, 1'000'000});
+  section.Read("open_ms", breaker.open_ms, kPositive);
+  section.Read("max_open_ms", breaker.max_open_ms, kPositive);
+  section.WarnUnknown();
+  if (breaker.max_open_ms < breaker.open_ms) {
+    Fail(section.PathOf("max_open_ms"),
+         "must be at least open_ms (" + std::to_string(breaker.open_ms) + ")");
+  }
+}
+
+void ReadBatch(Section& section, transport::BatchOptions& batch) {
+  section.ReadInt("max_messages", batch.max_messages, IntRange{1, 10'000});
+  section.ReadInt("max_bytes", batch.max_bytes, kPositive);
+  section.ReadChoice<transport::BatchFormat>(
+      "format",
+      {{"ndjson", transport::BatchFormat::kNdjson},
+       {"cloudevents", transport::BatchFormat::kCloudEvents}},
+      batch.format);
+  section.WarnUnknown();
+}
+
+void ReadTls(Section& section, transport::TlsOptions& tls) {
+  section.Read("ca_file", tls.ca_file);
+  section.Read("client_cert", tls.client_cert_file);
+  section.Read("client_key", tls.client_key_file);
+  if (section.Read("insecure_skip_verify", tls.insecure_skip_verify) && tls.insecure_skip_verify) {
+    section.warnings().push_back(section.PathOf("insecure_skip_verify") +
+                                 ": server certificates are not checked; for tests only");
+  }
+  section.WarnUnknown();
+}
+
+// Header values may be secret references, resolved here. Returns the header
+// names in order, for naming transport::Validate's errors.
+std::vector<std::string> ReadHeaders(Section& section, transport::Headers& headers) {
+  std::vector<std::string> names;
+  section.ForEach([&](std::string_view name, const Value& value) {
+    const std::string path = section.PathOf(name);
+    if (!value.IsString()) Fail(path, "expected a string, got " + Describe(value));
+    const std::string_view text(value.GetString(), value.GetStringLength());
+    if (IsSecretReference(text)) {
+      headers.emplace_back(name, transport::ResolveSecret(text, path));
+    } else {
+      if (IsCredentialHeader(name)) section.warnings().push_back(InlineSecretWarning(path));
+      headers.emplace_back(name, text);
+    }
+    names.emplace_back(name);
+  });
+  return names;
+}
+
+// Signing secrets: one string or an array of them (rotation: the receiver
+// accepts any one signature). DESIGN.md wants secrets out of the file, but an
+// inline "whsec_..." still works (with a warning) so that a quick test does
+// not need an environment variable.
+void ReadSigningSecrets(Section& topic, std::vector<std::string>& secrets) {
+  const Value* value = topic.Find("signing_secret");
+  if (value == nullptr) return;
+  const std::string path = topic.PathOf("signing_secret");
+  const auto add = [&](const Value& item, const std::string& item_path) {
+    if (!item.IsString() || item.GetStringLength() == 0) {
+      Fail(item_path,
+           R"(expected a secret such as "env:NAME" or "file:PATH", got )" + Describe(item));
+    }
+    const std::string_view text(item.GetString(), item.GetStringLength());
+    if (IsSecretReference(text)) {
+      secrets.push_back(transport::ResolveSecret(text, item_path));
+    } else {
+      topic.warnings().push_back(InlineSecretWarning(item_path));
+      secrets.emplace_back(text);
+    }
+  };
+  if (value->IsArray()) {
+    if (value->Empty()) Fail(path, "expected at least one secret");
+    for (rapidjson::SizeType i = 0; i < value->Size(); ++i) {
+      add((*value)[i], path + "[" + std::to_string(i) + "]");
+    }
+  } else {
+    add(*value, path);
+  }
+}
+
+// transport::Validate names EndpointOptions fields; errors must name the
+// config's keys instead.
+[[noreturn]] void FailEndpoint(const std::invalid_argument& error, const std::string& topic_path,
+                               const std::vector<std::string>& header_names,
+                               bool secrets_as_array) {
+  std::string text = error.what();
+  const std::size_t colon = text.find(": ");
+  std::string field = text.substr(0, colon);
+  std::string why = colon == std::string::npos ? std::string() : text.substr(colon + 2);
+  std::size_t index = 0;
+  const auto indexed = [&](std::string_view prefix) {
+    if (!field.starts_with(prefix) || !field.ends_with("]")) return false;
+    const char* first = field.data() + prefix.size();
+    return std::from_chars(first, field.data() + field.size() - 1, index).ec == std::errc();
+  };
+  const std::pair<std::string_view, std::string_view> renames[] = {
+      {"tls.client_cert_file", "tls.client_cert"}, {"tls.client_key_file", "tls.client_key"}};
+  for (const auto& [from, to] : renames) {
+    for (std::string* part : {&field, &why}) {
+      if (const std::size_t at = part->find(from); at != std::string::npos) {
+        part->replace(at, from.size(), to);
+      }
+    }
+  }
+  if (indexed("headers[") && index < header_names.size()) {
+    field = Child(Child(topic_path, "headers"), header_names[index], /*quoted=*/true);
+  } else if (indexed("signing_secrets[")) {
+    field = Child(topic_path, "signing_secret");
+    if (secrets_as_array) field += "[" + std::to_string(index) + "]";
+  } else {
+    field = topic_path + "." + field;
+  }
+  Fail(field, why);
+}
+
+TopicOptions ReadTopic(Section& topic, const Options& options) {
+  TopicOptions result;
+  transport::EndpointOptions& endpoint = result.endpoint;
+  if (!topic.Read("url", endpoint.url)) Fail(topic.PathOf("url"), "required key is missing");
+  topic.ReadInt("workers", result.workers, IntRange{1, 256});
+  topic.ReadInt("queue_capacity", result.queue_capacity, IntRange{1, 10'000'000});
+  topic.Read("timeout_ms", endpoint.timeout_ms, kPositive);
+  topic.Read("connect_timeout_ms", endpoint.connect_timeout_ms, kPositive);
+  topic.Read("content_type", endpoint.content_type);
+  topic.ReadChoice<transport::CloudEventsMode>(
+      "cloudevents",
+      {{"none", transport::CloudEventsMode::kNone},
+       {"binary", transport::CloudEventsMode::kBinary},
+       {"structured", transport::CloudEventsMode::kStructured}},
+      endpoint.cloudevents);
+  topic.Read("ce_source", endpoint.ce_source);
+  topic.Read("max_retry_after_ms", endpoint.max_retry_after_ms, kNonNegative);
+  std::vector<std::string> header_names;
+  if (auto headers = topic.Object("headers", /*user_keys=*/true)) {
+    header_names = ReadHeaders(*headers, endpoint.headers);
+  }
+  ReadSigningSecrets(topic, endpoint.signing_secrets);
+  if (auto batch = topic.Object("batch")) ReadBatch(*batch, endpoint.batch);
+  if (auto tls = topic.Object("tls")) ReadTls(*tls, endpoint.tls);
+  if (auto retry = topic.Object("retry")) ReadRetry(*retry, result.retry);
+  if (auto breaker = topic.Object("breaker")) ReadBreaker(*breaker, result.breaker);
+  topic.WarnUnknown();
+
+  // A request outliving its lease could be sent again by another agent while
+  // still in flight.
+  if (endpoint.timeout_ms >= options.lease_timeout_ms) {
+    Fail(topic.PathOf("timeout_ms"),
+         "must be less than lease_timeout_ms (" + std::to_string(options.lease_timeout_ms) + ")");
+  }
+  try {
+    transport::Validate(endpoint);
+  } catch (const std::invalid_argument& error) {
+    const Value* secrets = topic.Find("signing_secret");
+    FailEndpoint(error, topic.path(), header_names, secrets != nullptr && secrets->IsArray());
+  }
+  return result;
+}
+
+void ReadTopics(Section& root, Options& options) {
+  const Value* value = root.Find("topics");
+  if (value == nullptr) {
+    Fail("topics", "required key is missing (give at least one topic with a url)");
+  }
+  Section topics(*value, "topics", root.warnings(), /*user_keys=*/true);
+  if (value->MemberCount() == 0) Fail("topics", "expected at least one topic");
+  topics.ForEach([&](std::string_view name, const Value& topic_value) {
+    const std::string path = topics.PathOf(name);
+    if (name.empty()) Fail(path, "a topic name must not be empty");
+    Section topic(topic_value, path, root.warnings());
+    options.topics.emplace(std::string(name), ReadTopic(topic, options));
+  });
+}
+
+void ReadRetention(Section& section, RetentionOptions& retention) {
+  section.Read("delivered_ms", retention.delivered_ms, kNonNegative);
+  section.Read("interval_ms", retention.interval_ms, kPositive);
+  section.Read("archive_max_bytes", retention.archive_max_bytes, kPositive);
+  if (section.Read("archive_path", retention.archive_path) && !retention.archive_path.empty()) {
+    // Checked now rather than at the first purge, hours after start.
+    const std::filesystem::path directory =
+        std::filesystem::absolute(retention.archive_path).parent_path();
+    std::error_code error;
+    if (!std::filesystem::is_directory(directory, error)) {
+      Fail(section.PathOf("archive_path"), "directory " + directory.string() + " does not exist");
+    }
+  }
+  section.WarnUnknown();
+}
+
+void ReadLimits(Section& section, store::Limits& limits) {
+  section.Read("max_payload_bytes", limits.max_payload_bytes, kNonNegative);
+  section.Read("max_pending", limits.max_pending, kNonNegative);
+  section.Read("max_db_bytes", limits.max_db_bytes, kNonNegative);
+  section.WarnUnknown();
+}
+
+std::string SyntaxError(std::string_view json, std::size_t offset, rapidjson::ParseErrorCode code) {
+  offset = std::min(offset, json.size());
+  const std::string_view before = json.substr(0, offset);
+  const std::size_t line =
+      1 + static_cast<std::size_t>(std::count(before.begin(), before.end(), '\n'));
+  const std::size_t line_start = before.rfind('\n');
+  const std::size_t column =
+      offset - (line_start == std::string_view::npos ? 0 : line_start + 1) + 1;
+  return "config: JSON syntax error at line " + std::to_string(line) + ", column " +
+         std::to_string(column) + ": " + rapidjson::GetParseError_En(code);
+}
+
+}  // namespace
+
+std::optional<ListenAddress> ParseListenAddress(std::string_view text) {
+  const std::size_t colon = text.rfind(':');
+  if (colon == std::string_view::npos) return std::nullopt;
+  std::string_view host = text.substr(0, colon);
+  const std::string_view port = text.substr(colon + 1);
+  if (host.size() >= 2 && host.front() == '[' && host.back() == ']') {
+    host = host.substr(1, host.size() - 2);
+    if (host.empty() || host.find_first_not_of("0123456789abcdefABCDEF:.") != std::string::npos) {
+      return std::nullopt;
+    }
+  } else if (host.empty() || host.find_first_of(":[] \t/") != std::string_view::npos) {
+    return std::nullopt;
+  }
+  ListenAddress address;
+  address.host = host;
+  if (port.empty() || port.size() > 5 ||
+      port.find_first_not_of("0123456789") != std::string_view::npos) {
+    return std::nullopt;
+  }
+  std::from_chars(port.data(), port.data() + port.size(), address.port);
+  if (address.port > 65535) return std::nullopt;
+  return address;
+}
+
+Config ParseConfig(std::string_view json) {
+  rapidjson::Document document;
+  document.Parse<rapidjson::kParseValidateEncodingFlag | rapidjson::kParseIterativeFlag>(
+      json.data(), json.size());
+  if (document.HasParseError()) {
+    throw std::invalid_argument(
+        SyntaxError(json, document.GetErrorOffset(), document.GetParseError()));
+  }
+
+  Config config;
+  Options& options = config.options;
+  Section root(document, "", config.warnings);
+  root.Read("sweep_interval_ms", options.sweep_interval_ms, kPositive);
+  // Read before the topics: their timeouts are checked against it.
+  root.Read("lease_timeout_ms", options.lease_timeout_ms, kPositive);
+  root.ReadInt("claim_batch", options.claim_batch, IntRange{1, 10'000});
+  root.ReadInt("crash_budget", options.crash_budget, IntRange{1, 1000});
+  root.Read("watch_poll_ms", options.watch_poll_ms, IntRange{1, 1000});
+  root.ReadChoice<store::Synchronous>("synchronous",
+                                      {{"off", store::Synchronous::kOff},
+                                       {"normal", store::Synchronous::kNormal},
+                                       {"full", store::Synchronous::kFull}},
+                                      options.synchronous);
+  if (auto retention = root.Object("retention")) ReadRetention(*retention, options.retention);
+  // Without a "limits" section the limits stored in the database stay as
+  // they are (another tool may have set them).
+  if (auto limits = root.Object("limits")) ReadLimits(*limits, options.limits.emplace());
+  if (auto metrics = root.Object("metrics")) {
+    if (metrics->Read("listen", config.metrics_listen) && !config.metrics_listen.empty() &&
+        !ParseListenAddress(config.metrics_listen)) {
+      Fail(metrics->PathOf("listen"),
+           R"(expected "host:port" such as "127.0.0.1:9464" or "[::1]:9464", or "" to disable)");
+    }
+    metrics->WarnUnknown();
+  }
+  if (auto log = root.Object("log")) {
+    log->ReadChoice<std::string>("level",
+                                 {{"trace", "trace"},
+                                  {"debug", "debug"},
+                                  {"info", "info"},
+                                  {"warn", "warn"},
+                                  {"error", "error"}},
+                                 config.log_level);
+    log->ReadChoice<std::string>("format", {{"text", "text"}, {"json", "json"}}, config.log_format);
+    log->WarnUnknown();
+  }
+  ReadTopics(root, options);
+  root.WarnUnknown();
+  return config;
+}
+
+}  // namespace outbox::agent

@@ -1,0 +1,146 @@
+// The receiving side: Idempotency-Keys recorded under a unique key, inside
+// the receiver's own transaction (seed 003 §3.4).
+//
+// Uses the C API, like the Producer, because the caller may hand us a bare
+// sqlite3*.
+#include <SQLiteCpp/Database.h>
+#include <sqlite3.h>
+
+#include <string>
+
+#include "outbox/store.h"
+#include "sql.h"
+
+namespace outbox::store {
+namespace {
+
+struct StatementDeleter {
+  void operator()(sqlite3_stmt* statement) const { sqlite3_finalize(statement); }
+};
+using StatementPtr = std::unique_ptr<sqlite3_stmt, StatementDeleter>;
+
+[[noreturn]] void ThrowSqlite(sqlite3* db, const std::string& context) {
+  const int code = sqlite3_extended_errcode(db);
+  if ((code & 0xff) == SQLITE_NOTADB) {
+    throw NotAnOutboxError(context + ": not an SQLite database", code);
+  }
+  throw StoreError(context + ": " + sqlite3_errmsg(db), code);
+}
+
+StatementPtr Prepare(sqlite3* db, const char* text, const char* context) {
+  sqlite3_stmt* statement = nullptr;
+  if (sqlite3_prepare_v3(db, text, -1, SQLITE_PREPARE_PERSISTENT, &statement, nullptr) !=
+      SQLITE_OK) {
+    ThrowSqlite(db, context);
+  }
+  return StatementPtr(statement);
+}
+
+// Resets the statement on every path, so that it holds no lock once a call
+// returns.
+class Use {
+ public:
+  explicit Use(sqlite3_stmt* statement) : statement_(statement) {}
+  ~Use() {
+    sqlite3_reset(statement_);
+    sqlite3_clear_bindings(statement_);
+  }
+  Use(const Use&) = delete;
+  Use& operator=(const Use&) = delete;
+
+ private:
+  sqlite3_stmt* statement_;
+};
+
+bool HasInboxTable(sqlite3* db) {
+  StatementPtr query = Prepare(db, sql::kHasInboxTable, "inbox: read schema");
+  if (sqlite3_step(query.get()) != SQLITE_ROW) ThrowSqlite(db, "inbox: read schema");
+  return sqlite3_column_int(query.get(), 0) != 0;
+}
+
+// Creates the table in a write transaction of its own. IMMEDIATE: two
+// receivers starting at once serialise here; IF NOT EXISTS makes the second
+// one a no-op.
+void InstallInbox(sqlite3* db) {
+  if (sqlite3_exec(db, "BEGIN IMMEDIATE", nullptr, nullptr, nullptr) != SQLITE_OK) {
+    ThrowSqlite(db, "inbox: begin");
+  }
+  if (sqlite3_exec(db, sql::kInstallInbox, nullptr, nullptr, nullptr) != SQLITE_OK ||
+      sqlite3_exec(db, "COMMIT", nullptr, nullptr, nullptr) != SQLITE_OK) {
+    const int code = sqlite3_extended_errcode(db);
+    const std::string message = sqlite3_errmsg(db);
+    sqlite3_exec(db, "ROLLBACK", nullptr, nullptr, nullptr);
+    throw StoreError("inbox: create table outbox_inbox: " + message, code);
+  }
+}
+
+}  // namespace
+
+struct Inbox::Impl {
+  sqlite3* db = nullptr;
+  InboxOptions options;
+  StatementPtr record;
+  StatementPtr purge;
+};
+
+Inbox::Inbox(sqlite3* connection, const InboxOptions& options) : impl_(std::make_unique<Impl>()) {
+  if (connection == nullptr) throw std::invalid_argument("connection: must not be null");
+  if (options.max_key_bytes == 0) {
+    throw std::invalid_argument("max_key_bytes: expected a positive integer");
+  }
+  // Creating the table inside the caller's transaction would tie it to that
+  // transaction's fate (and a rollback would leave our statements dangling).
+  if (sqlite3_get_autocommit(connection) == 0) {
+    throw std::invalid_argument(
+        "connection: construct the Inbox outside a transaction (it may create its table)");
+  }
+  impl_->db = connection;
+  impl_->options = options;
+  if (!HasInboxTable(connection)) InstallInbox(connection);
+  impl_->record = Prepare(connection, sql::kInboxRecord, "inbox: prepare");
+  impl_->purge = Prepare(connection, sql::kInboxPurge, "inbox: prepare");
+}
+
+Inbox::Inbox(SQLite::Database& connection, const InboxOptions& options)
+    : Inbox(connection.getHandle(), options) {}
+
+Inbox::~Inbox() = default;
+
+sqlite3* Inbox::connection() const { return impl_->db; }
+
+Receipt Inbox::Record(std::string_view key, std::int64_t now_ms) {
+  if (key.empty()) throw std::invalid_argument("idempotency_key: must not be empty");
+  if (key.size() > impl_->options.max_key_bytes) {
+    throw std::invalid_argument("idempotency_key: " + std::to_string(key.size()) +
+                                " bytes is longer than " +
+                                std::to_string(impl_->options.max_key_bytes));
+  }
+  sqlite3* db = impl_->db;
+  // Outside a transaction the key would commit on its own, before the
+  // message is applied: a crash in between would lose the message for good.
+  if (sqlite3_get_autocommit(db) != 0) {
+    throw std::invalid_argument(
+        "inbox: no open transaction on this connection; begin one so the key commits "
+        "with the message's effects");
+  }
+  sqlite3_stmt* q = impl_->record.get();
+  Use use(q);
+  sqlite3_bind_text64(q, 1, key.data(), key.size(), SQLITE_STATIC, SQLITE_UTF8);
+  sqlite3_bind_int64(q, 2, now_ms);
+  if (sqlite3_step(q) != SQLITE_DONE) ThrowSqlite(db, "inbox: record key");
+  // DO NOTHING on a conflict: no row changed, and no error that could have
+  // touched the caller's transaction.
+  return sqlite3_changes64(db) == 1 ? Receipt::kNew : Receipt::kDuplicate;
+}
+
+int Inbox::Purge(std::int64_t cutoff_ms, int batch) {
+  if (batch < 1) throw std::invalid_argument("batch: expected a positive integer");
+  sqlite3_stmt* q = impl_->purge.get();
+  Use use(q);
+  sqlite3_bind_int64(q, 1, cutoff_ms);
+  sqlite3_bind_int(q, 2, batch);
+  if (sqlite3_step(q) != SQLITE_DONE) ThrowSqlite(impl_->db, "inbox: purge");
+  return static_cast<int>(sqlite3_changes64(impl_->db));
+}
+
+}  // namespace outbox::store
