@@ -133,6 +133,11 @@ Headers ParseRowHeaders(std::string_view headers_json) {
   rapidjson::Document document;
   document.Parse<rapidjson::kParseValidateEncodingFlag | rapidjson::kParseIterativeFlag>(
       headers_json.data(), headers_json.size());
+  if (document.HasParseError() &&
+      (document.GetParseError() == rapidjson::kParseErrorStringInvalidEncoding ||
+       document.GetParseError() == rapidjson::kParseErrorStringUnicodeSurrogateInvalid)) {
+    fail("not valid UTF-8 (or a \\u escape of a lone surrogate)");
+  }
   if (document.HasParseError() || !document.IsObject()) fail("not a JSON object");
   Headers headers;
   // Indexing, not iterating: RapidJSON 1.1's iterator comparison is
