@@ -144,6 +144,8 @@ TEST_F(HostileRowsTest, EveryHostileRowEndsDefinedAndTheOthersAreDelivered) {
       C("non-UTF-8 topic", "CAST(x'fffe' AS TEXT)", "", "'{}'", "", "", End::kPending),
       C("empty topic", "''", "", "'{}'", "", "", End::kPending),
       C("topic stored as a blob", "x'74'", "", "'{}'", "", "", End::kPending),
+      C("unknown topic, created_at INT64_MIN", "'nobody'", "", "'{}'", ", created_at",
+        ", -9223372036854775808", End::kPending),
       // Headers.
       C("NULL headers", "'t'", "", "'{}'", ", headers", ", NULL"),
       C("headers not JSON", "'t'", "", "'{}'", ", headers", ", '{not json'", End::kDead,
@@ -262,6 +264,10 @@ TEST_F(HostileRowsTest, EveryHostileRowEndsDefinedAndTheOthersAreDelivered) {
          }();
   const agent::MetricsSnapshot snapshot = agent.Snapshot();
   agent.Stop();
+  // /metrics renders whatever the rows hold (the oldest pending row of
+  // "nobody" was created at INT64_MIN).
+  const std::string metrics = agent::RenderPrometheus(snapshot);
+  EXPECT_NE(metrics.find("outbox_oldest_pending_age_seconds"), std::string::npos);
 
   const auto requests = server.Requests();
   for (const Case& c : cases) {
@@ -373,6 +379,37 @@ TEST(HostileValues, TimesOutsideRfc3339ClampToItsRange) {
   message.created_at_ms = std::numeric_limits<std::int64_t>::max();
   EXPECT_NE(transport::BuildNdjsonBatch({&message, 1}).find("\"time\":\"9999-12-31T23:59:59.999Z\""),
             std::string::npos);
+}
+
+// SQLite's json_valid() in the trigger accepts headers that are not Unicode;
+// the agent's parser refuses them, so the Producer refuses them up front
+// (found by the enqueue fuzzer: a lone surrogate escape).
+TEST(HostileValues, EnqueueRefusesHeadersTheAgentCouldNotParse) {
+  store::Options options;
+  options.path = ":memory:";
+  options.create = true;
+  store::Store s(options);
+  store::Producer producer(s.connection());
+  store::EnqueueOptions standalone;
+  standalone.standalone = true;
+  int n = 0;
+  const auto enqueue = [&](const std::string& headers) {
+    producer.Enqueue({"t", "k" + std::to_string(n++), "{}", headers, {}}, standalone);
+  };
+  for (const std::string& bad : {std::string("{\"X\": \"\x80\"}"), std::string("{\"X\": \"\xed\xa0\x80\"}"),
+                                std::string("{\"X\": \"\\ud800\"}"), std::string("{\"X\": \"\\udc00\"}"),
+                                std::string("{\"X\": \"\\ud800\\u0041\"}")}) {
+    SCOPED_TRACE(bad);
+    // (The agent's parser lets a lone low surrogate through as CESU bytes;
+    // the Producer, asked for Unicode, refuses it too.)
+    EXPECT_THROW(enqueue(bad), std::invalid_argument);
+  }
+  for (const std::string& good : {std::string("{\"X\": \"\\ud83d\\ude00\"}"), std::string("{\"X\": \"\\\\ud800\"}"),
+                                 std::string("{\"X\": \"\xc3\xa9\"}")}) {
+    SCOPED_TRACE(good);
+    EXPECT_NO_THROW(enqueue(good));
+    EXPECT_NO_THROW(transport::ParseRowHeaders(good));
+  }
 }
 
 }  // namespace
