@@ -170,6 +170,11 @@ std::vector<FaultRequest> FaultServer::Requests() const {
   return requests_;
 }
 
+void FaultServer::SetEchoSuffix(std::string suffix) {
+  std::lock_guard lock(mutex_);
+  echo_suffix_ = std::move(suffix);
+}
+
 void FaultServer::AcceptLoop(std::stop_token stop) {
   while (!stop.stop_requested() && !stopping_.load()) {
     {
@@ -312,6 +317,10 @@ void FaultServer::Serve(int fd, std::stop_token /*stop*/) {
       case Fault::kEcho: {
         std::string body;
         for (const auto& [name, value] : request.headers) body += name + ": " + value + "\n";
+        {
+          std::lock_guard lock(mutex_);
+          body += echo_suffix_;
+        }
         if (!SendAll(fd, Response(500, "Internal Server Error", "", body))) return;
         break;
       }

@@ -83,6 +83,9 @@ class FaultServer {
   std::map<Fault, int> FaultCounts() const;
   // Every request received so far (header maps and bodies), for inspection.
   std::vector<FaultRequest> Requests() const;
+  // Appended to the body of every kEcho answer (say, a token a careless
+  // receiver quotes back on its own).
+  void SetEchoSuffix(std::string suffix);
 
  private:
   struct Shared;
@@ -110,6 +113,7 @@ class FaultServer {
   std::map<std::string, KeyCount> counts_;      // guarded by mutex_
   std::map<Fault, int> faults_;                 // guarded by mutex_
   std::vector<FaultRequest> requests_;          // guarded by mutex_
+  std::string echo_suffix_;                     // guarded by mutex_
   std::atomic<bool> stopping_{false};
   std::jthread acceptor_;
 };
