@@ -68,13 +68,6 @@ std::string OneLine(std::string_view text, std::size_t max) {
 
 using JsonWriter = rapidjson::Writer<rapidjson::StringBuffer>;
 
-bool IsUtf8(std::string_view text) {
-  rapidjson::StringBuffer scratch;
-  rapidjson::Writer<rapidjson::StringBuffer, rapidjson::UTF8<>, rapidjson::UTF8<>,
-                    rapidjson::CrtAllocator, rapidjson::kWriteValidateEncodingFlag>
-      validator(scratch);
-  return validator.String(text.data(), static_cast<rapidjson::SizeType>(text.size()));
-}
 
 // Bytes of the valid UTF-8 sequence at `at`, or 0 if there is none
 // (RFC 3629: no overlong forms, no surrogates, nothing above U+10FFFF).
@@ -103,6 +96,17 @@ std::size_t Utf8SequenceAt(std::string_view text, std::size_t at) {
     if ((byte(at + i) & 0xC0) != 0x80) return 0;
   }
   return length;
+}
+
+// Not RapidJSON's kWriteValidateEncodingFlag: it reads a sequence cut short
+// at the end of the text past the end of the buffer.
+bool IsUtf8(std::string_view text) {
+  for (std::size_t at = 0; at < text.size();) {
+    const std::size_t length = Utf8SequenceAt(text, at);
+    if (length == 0) return false;
+    at += length;
+  }
+  return true;
 }
 
 // JSON strings must be UTF-8, but text columns hold whatever other

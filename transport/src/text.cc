@@ -24,6 +24,38 @@ bool StartsWithIgnoreCase(std::string_view text, std::string_view prefix) {
   return text.size() >= prefix.size() && EqualsIgnoreCase(text.substr(0, prefix.size()), prefix);
 }
 
+bool IsValidUtf8(std::string_view text) {
+  const auto byte = [&](std::size_t i) { return static_cast<unsigned char>(text[i]); };
+  for (std::size_t at = 0; at < text.size();) {
+    const unsigned char lead = byte(at);
+    std::size_t length = 1;
+    unsigned char low = 0x80;
+    unsigned char high = 0xBF;
+    if (lead < 0x80) {
+      ++at;
+      continue;
+    } else if (lead >= 0xC2 && lead <= 0xDF) {
+      length = 2;
+    } else if (lead >= 0xE0 && lead <= 0xEF) {
+      length = 3;
+      if (lead == 0xE0) low = 0xA0;
+      if (lead == 0xED) high = 0x9F;
+    } else if (lead >= 0xF0 && lead <= 0xF4) {
+      length = 4;
+      if (lead == 0xF0) low = 0x90;
+      if (lead == 0xF4) high = 0x8F;
+    } else {
+      return false;
+    }
+    if (at + length > text.size() || byte(at + 1) < low || byte(at + 1) > high) return false;
+    for (std::size_t i = 2; i < length; ++i) {
+      if ((byte(at + i) & 0xC0) != 0x80) return false;
+    }
+    at += length;
+  }
+  return true;
+}
+
 bool IsToken(std::string_view text) {
   if (text.empty()) return false;
   for (const char c : text) {
