@@ -173,6 +173,8 @@ TEST_F(HostileRowsTest, EveryHostileRowEndsDefinedAndTheOthersAreDelivered) {
       C("payload not UTF-8", "'t'", "", "x'fffe00ff'"),
       C("payload not UTF-8, structured CloudEvents", "'s'", "", "x'fffe00ff'"),
       C("payload an integer", "'t'", "", "12345"),
+      C("payload cut inside a UTF-8 sequence", "'s'", "",
+        "x'4141414141414141414141414141414141414141e0'"),
       C("payload empty", "'t'", "", "''"),
       // Keys.
       C("non-UTF-8 key", "'t'", "CAST(x'ff41' AS TEXT)"),
@@ -379,6 +381,23 @@ TEST(HostileValues, TimesOutsideRfc3339ClampToItsRange) {
   message.created_at_ms = std::numeric_limits<std::int64_t>::max();
   EXPECT_NE(transport::BuildNdjsonBatch({&message, 1}).find("\"time\":\"9999-12-31T23:59:59.999Z\""),
             std::string::npos);
+}
+
+// Text cut inside a UTF-8 sequence once made RapidJSON's validating writer
+// read past the end of the buffer (ASan, found by the message_builders
+// fuzzer); now it is refused as not UTF-8.
+TEST(HostileValues, TextCutInsideAUtf8SequenceIsRefusedWithoutOverreading) {
+  // Constructed from a view: on the heap with no slack after its NUL.
+  const std::string topic(std::string_view("tttttttttttttttttttt\xe0"));
+  const std::string payload = "{}";
+  transport::Message message;
+  message.id = "id";
+  message.topic = topic;
+  message.payload = payload;
+  transport::EndpointOptions options;
+  options.url = "http://127.0.0.1/";
+  EXPECT_THROW(transport::BuildCloudEvent(options, message), std::invalid_argument);
+  EXPECT_THROW(transport::BuildNdjsonBatch({&message, 1}), std::invalid_argument);
 }
 
 // SQLite's json_valid() in the trigger accepts headers that are not Unicode;
