@@ -178,6 +178,11 @@ void ValidateMessage(const NewMessage& message) {
     throw std::invalid_argument("msg_key: " + std::to_string(message.key.size()) +
                                 " bytes is longer than " + std::to_string(kMaxKeyBytes));
   }
+  // SQLite's JSON functions stop at a NUL byte, so the trigger would judge
+  // only the text before it; valid JSON never holds one (found by fuzzing).
+  if (message.headers_json.find('\0') != std::string::npos) {
+    throw std::invalid_argument("headers: holds a NUL byte");
+  }
   if (!IsUnicodeJsonText(message.headers_json)) {
     throw std::invalid_argument(
         "headers: not valid UTF-8 (or a \\u escape of a lone surrogate)");
