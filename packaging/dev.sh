@@ -25,8 +25,12 @@ packages=(
   libsqlite3-dev sqlite3 libsqlitecpp-dev libcurl4-openssl-dev libssl-dev
   libcereal-dev rapidjson-dev libspdlog-dev libfmt-dev libcli11-dev
   libcpp-httplib-dev libgtest-dev libgmock-dev libbenchmark-dev python3
-  dpkg-dev python3-yaml systemd
+  dpkg-dev python3-yaml systemd ccache
 )
+
+# Compiler cache: a later run on the same machine (another clone included:
+# paths are hashed relative to the checkout) rebuilds only what changed.
+export CCACHE_BASEDIR="$root" CCACHE_NOHASHDIR=1
 
 stage_start=0
 stage() {
@@ -57,7 +61,11 @@ install_deps() {
 configure_and_build() {
   local dir=$1
   shift
-  cmake -S "$root" -B "$root/$dir" -G Ninja -DCMAKE_COMPILE_WARNING_AS_ERROR=ON "$@" >/dev/null
+  local launcher=()
+  command -v ccache >/dev/null &&
+    launcher=(-DCMAKE_C_COMPILER_LAUNCHER=ccache -DCMAKE_CXX_COMPILER_LAUNCHER=ccache)
+  cmake -S "$root" -B "$root/$dir" -G Ninja -DCMAKE_COMPILE_WARNING_AS_ERROR=ON \
+    "${launcher[@]}" "$@" >/dev/null
   cmake --build "$root/$dir" -j "$jobs"
 }
 

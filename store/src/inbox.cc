@@ -9,48 +9,16 @@
 #include <string>
 
 #include "outbox/store.h"
+#include "c_api.h"
 #include "sql.h"
 
 namespace outbox::store {
 namespace {
 
-struct StatementDeleter {
-  void operator()(sqlite3_stmt* statement) const { sqlite3_finalize(statement); }
-};
-using StatementPtr = std::unique_ptr<sqlite3_stmt, StatementDeleter>;
-
-[[noreturn]] void ThrowSqlite(sqlite3* db, const std::string& context) {
-  const int code = sqlite3_extended_errcode(db);
-  if ((code & 0xff) == SQLITE_NOTADB) {
-    throw NotAnOutboxError(context + ": not an SQLite database", code);
-  }
-  throw StoreError(context + ": " + sqlite3_errmsg(db), code);
-}
-
-StatementPtr Prepare(sqlite3* db, const char* text, const char* context) {
-  sqlite3_stmt* statement = nullptr;
-  if (sqlite3_prepare_v3(db, text, -1, SQLITE_PREPARE_PERSISTENT, &statement, nullptr) !=
-      SQLITE_OK) {
-    ThrowSqlite(db, context);
-  }
-  return StatementPtr(statement);
-}
-
-// Resets the statement on every path, so that it holds no lock once a call
-// returns.
-class Use {
- public:
-  explicit Use(sqlite3_stmt* statement) : statement_(statement) {}
-  ~Use() {
-    sqlite3_reset(statement_);
-    sqlite3_clear_bindings(statement_);
-  }
-  Use(const Use&) = delete;
-  Use& operator=(const Use&) = delete;
-
- private:
-  sqlite3_stmt* statement_;
-};
+using c_api::Prepare;
+using c_api::StatementPtr;
+using c_api::ThrowSqlite;
+using c_api::Use;
 
 bool HasInboxTable(sqlite3* db) {
   StatementPtr query = Prepare(db, sql::kHasInboxTable, "inbox: read schema");

@@ -10,59 +10,35 @@
 #include <string>
 
 #include "outbox/store.h"
+#include "c_api.h"
 #include "sql.h"
 
 namespace outbox::store {
 namespace {
 
-struct StatementDeleter {
-  void operator()(sqlite3_stmt* statement) const { sqlite3_finalize(statement); }
-};
-using StatementPtr = std::unique_ptr<sqlite3_stmt, StatementDeleter>;
-
-[[noreturn]] void ThrowSqlite(sqlite3* db, const std::string& context) {
-  const int code = sqlite3_extended_errcode(db);
-  if ((code & 0xff) == SQLITE_NOTADB) {
-    throw NotAnOutboxError(context + ": not an SQLite database", code);
-  }
-  throw StoreError(context + ": " + sqlite3_errmsg(db), code);
-}
+using c_api::BindText;
+using c_api::StatementPtr;
+using c_api::ThrowSqlite;
+using c_api::Use;
 
 StatementPtr Prepare(sqlite3* db, const char* text) {
-  sqlite3_stmt* statement = nullptr;
-  if (sqlite3_prepare_v3(db, text, -1, SQLITE_PREPARE_PERSISTENT, &statement, nullptr) !=
-      SQLITE_OK) {
-    const std::string message = sqlite3_errmsg(db);
+  try {
+    return c_api::Prepare(db, text, "enqueue: prepare");
+  } catch (const NotAnOutboxError&) {
+    throw;
+  } catch (const StoreError& e) {
+    // A missing table or column means the schema was never installed (or is
+    // older than this build): say so rather than "prepare failed".
+    const std::string message = e.what();
     if (message.find("no such table") != std::string::npos ||
         message.find("no such column") != std::string::npos) {
       throw NotAnOutboxError(
           "enqueue: the database has no (current) outbox schema; run `outboxctl init`: " +
               message,
-          sqlite3_extended_errcode(db));
+          e.sqlite_code());
     }
-    ThrowSqlite(db, "enqueue: prepare");
+    throw;
   }
-  return StatementPtr(statement);
-}
-
-// Resets the statement on every path so that it holds no lock and no
-// bindings (payloads may be large) once Enqueue returns.
-class Use {
- public:
-  explicit Use(sqlite3_stmt* statement) : statement_(statement) {}
-  ~Use() {
-    sqlite3_reset(statement_);
-    sqlite3_clear_bindings(statement_);
-  }
-  Use(const Use&) = delete;
-  Use& operator=(const Use&) = delete;
-
- private:
-  sqlite3_stmt* statement_;
-};
-
-void BindText(sqlite3_stmt* q, int index, std::string_view text) {
-  sqlite3_bind_text64(q, index, text.data(), text.size(), SQLITE_STATIC, SQLITE_UTF8);
 }
 
 void BindOptional(sqlite3_stmt* q, int index, const std::optional<std::int64_t>& value) {
