@@ -121,9 +121,12 @@ cmd_test() {
   stage "fuzz (clang 14, libFuzzer): build"
   # Only the fuzz targets (and the libraries under them), every one
   # instrumented for coverage.
+  local launcher=()
+  command -v ccache >/dev/null &&
+    launcher=(-DCMAKE_C_COMPILER_LAUNCHER=ccache -DCMAKE_CXX_COMPILER_LAUNCHER=ccache)
   CC=clang-14 CXX=clang++-14 cmake -S "$root" -B "$root/build-fuzz" -G Ninja \
     -DCMAKE_COMPILE_WARNING_AS_ERROR=ON -DCMAKE_BUILD_TYPE=RelWithDebInfo \
-    -DOUTBOX_SANITIZE=address,undefined -DOUTBOX_FUZZ=ON >/dev/null
+    -DOUTBOX_SANITIZE=address,undefined -DOUTBOX_FUZZ=ON "${launcher[@]}" >/dev/null
   cmake --build "$root/build-fuzz" -j "$jobs" --target fuzzers
   stage_done
   stage "fuzz (clang 14, libFuzzer): ${FUZZ_SECONDS:-20} s per target, ASan + UBSan"
