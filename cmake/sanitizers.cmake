@@ -14,3 +14,10 @@ if(OUTBOX_SANITIZE)
   add_link_options("-fsanitize=${OUTBOX_SANITIZE}")
   message(STATUS "edge-outbox: sanitizers ${OUTBOX_SANITIZE}")
 endif()
+
+# OUTBOX_FUZZ=ON (clang only): builds the libFuzzer targets of tests/fuzz and
+# instruments every target for coverage; combine with OUTBOX_SANITIZE.
+option(OUTBOX_FUZZ "Build the libFuzzer targets in tests/fuzz (clang)" OFF)
+if(OUTBOX_FUZZ)
+  add_compile_options(-fsanitize=fuzzer-no-link)
+endif()

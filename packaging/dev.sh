@@ -5,13 +5,15 @@
 #   packaging/dev.sh test    build and run every test: g++ (warnings are
 #                            errors), the Debian package and the installed
 #                            CMake/pkg-config files (packaging/check-package.sh),
-#                            clang ASan+UBSan, clang TSan
+#                            clang ASan+UBSan (all but the `slow` crash test),
+#                            clang TSan (`unit`), and every libFuzzer target
+#                            for FUZZ_SECONDS (default 20) each
 #   packaging/dev.sh bench   build and run the benchmarks (not part of test)
 #   packaging/dev.sh deps    only install the Debian packages
 #
 # Works as root on a fresh Debian 12 machine; without root it uses sudo for
 # apt-get when something is missing. Build trees: build/, build-asan/,
-# build-tsan/ at the top of the repository.
+# build-tsan/, build-fuzz/ at the top of the repository.
 set -euo pipefail
 
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -89,6 +91,9 @@ cmd_test() {
 
   stage "tests (g++): every label"
   run_tests build
+  # The figures of the reliability suites (tests/reliability), from the log.
+  grep -ahE '^(crash test|receiver faults|outages|full disk|hostile rows)' \
+    "$root/build/Testing/Temporary/LastTest.log" | sed 's/^/  /' || true
   stage_done
 
   stage "package: .deb, staged install, find_package and pkg-config consumers"
@@ -99,9 +104,9 @@ cmd_test() {
   CC=clang-14 CXX=clang++-14 configure_and_build build-asan \
     -DCMAKE_BUILD_TYPE=Debug -DOUTBOX_SANITIZE=address,undefined
   stage_done
-  stage "tests (ASan + UBSan): every label"
+  stage "tests (ASan + UBSan): every label but slow"
   ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1 \
-    run_tests build-asan
+    run_tests build-asan -LE slow
   stage_done
 
   stage "build (clang 14, TSan)"
@@ -111,6 +116,21 @@ cmd_test() {
   stage "tests (TSan): unit"
   TSAN_OPTIONS="halt_on_error=1:second_deadlock_stack=1:suppressions=$root/tests/tsan.supp" \
     run_tests build-tsan -L unit
+  stage_done
+
+  stage "fuzz (clang 14, libFuzzer): build"
+  # Only the fuzz targets (and the libraries under them), every one
+  # instrumented for coverage.
+  local launcher=()
+  command -v ccache >/dev/null &&
+    launcher=(-DCMAKE_C_COMPILER_LAUNCHER=ccache -DCMAKE_CXX_COMPILER_LAUNCHER=ccache)
+  CC=clang-14 CXX=clang++-14 cmake -S "$root" -B "$root/build-fuzz" -G Ninja \
+    -DCMAKE_COMPILE_WARNING_AS_ERROR=ON -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+    -DOUTBOX_SANITIZE=address,undefined -DOUTBOX_FUZZ=ON "${launcher[@]}" >/dev/null
+  cmake --build "$root/build-fuzz" -j "$jobs" --target fuzzers
+  stage_done
+  stage "fuzz (clang 14, libFuzzer): ${FUZZ_SECONDS:-20} s per target, ASan + UBSan"
+  "$root/tests/fuzz/run.sh" "$root/build-fuzz" "${FUZZ_SECONDS:-20}"
   stage_done
 
   printf '\nall tests passed in %ss\n' "$(( $(date +%s) - total_start ))"

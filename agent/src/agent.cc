@@ -17,6 +17,7 @@
 #include <cereal/external/base64.hpp>
 #include <condition_variable>
 #include <filesystem>
+#include <limits>
 #include <random>
 #include <set>
 #include <thread>
@@ -83,6 +84,15 @@ constexpr int kRetentionBatch = 500;
 constexpr int kRetentionBatchesPerPass = 20;
 constexpr std::size_t kMaxErrorBytes = 1024;
 
+// A row's attempts plus `more`. Other applications may have written any
+// number there: a negative one counts as none, and the sum saturates
+// instead of overflowing.
+int AttemptsPlus(int attempts, int more) {
+  const int base = std::max(0, attempts);
+  return base > std::numeric_limits<int>::max() - more ? std::numeric_limits<int>::max()
+                                                         : base + more;
+}
+
 // An HTTP status that says the request itself is misconfigured (a rotated
 // token, a wrong URL): the whole backlog would fail the same way, so stop
 // sending at once instead of spending attempts.
@@ -137,6 +147,8 @@ struct Agent::Impl {
   std::unique_ptr<store::Store> reader;
   std::set<std::string> unrouted_logged;
   std::chrono::steady_clock::time_point next_retention{};
+  // Rows per purge transaction: shrinks when the disk is full, grows back.
+  int retention_batch = kRetentionBatch;
 
   std::mutex stats_mutex;
   std::unique_ptr<store::Store> stats_reader;  // guarded by stats_mutex
@@ -352,7 +364,7 @@ struct Agent::Impl {
     d.message_id = item.message_id;
     d.payload = item.row.payload;
     d.headers = &item.headers;
-    d.attempt = std::max(0, item.row.attempts) + 1;
+    d.attempt = AttemptsPlus(item.row.attempts, 1);
     d.created_at_ms = item.row.created_at;
     return d;
   }
@@ -446,7 +458,7 @@ struct Agent::Impl {
                   const std::string& error) {
     const std::int64_t now = clock->WallMs();
     const store::RetryPolicy policy = store::EffectivePolicy(route.options.retry, item.row.retry);
-    const int failures = std::max(0, item.row.attempts) + (cost ? 1 : 0);
+    const int failures = AttemptsPlus(item.row.attempts, cost ? 1 : 0);
     metrics->AttemptFailed(item.row.topic, cost);
     if (cost && (store::AttemptsExhausted(policy, failures) ||
                  store::AgeExhausted(policy, item.row.created_at, now))) {
@@ -486,8 +498,11 @@ struct Agent::Impl {
     std::vector<store::Lease> leases;
     leases.reserve(items.size());
     for (const Loaded& item : items) {
+      // In doubles: created_at may hold anything another application wrote,
+      // and INT64_MIN would overflow the subtraction.
       metrics->Delivered(item.row.topic,
-                         static_cast<double>(std::max<std::int64_t>(0, now - item.row.created_at)) /
+                         std::max(0.0, static_cast<double>(now) -
+                                           static_cast<double>(item.row.created_at)) /
                              1000.0);
       leases.push_back(item.claimed.lease);
       log->debug("delivered topic={} id={}", item.row.topic, item.row.id);
@@ -688,20 +703,41 @@ struct Agent::Impl {
     const std::int64_t cutoff = clock->WallMs() - options.retention.delivered_ms;
     int purged = 0;
     for (int i = 0; i < kRetentionBatchesPerPass && !stopping.load(); ++i) {
+      const int batch = retention_batch;
       int n = 0;
-      if (options.retention.archive_path.empty()) {
-        writer->Run([&](store::Store& s) { n = s.PurgeDelivered(cutoff, kRetentionBatch); });
-      } else {
-        std::vector<store::Row> rows = reader->PeekDelivered(cutoff, kRetentionBatch);
-        if (rows.empty()) break;
-        Archive(rows);  // durable before anything is deleted
-        std::vector<std::int64_t> ids;
-        for (const auto& row : rows) ids.push_back(row.id);
-        writer->Run([&](store::Store& s) { n = s.DeleteDelivered(ids); });
-        n = static_cast<int>(rows.size());
+      try {
+        if (options.retention.archive_path.empty()) {
+          writer->Run([&](store::Store& s) { n = s.PurgeDelivered(cutoff, batch); });
+        } else {
+          std::vector<store::Row> rows = reader->PeekDelivered(cutoff, batch);
+          if (rows.empty()) break;
+          Archive(rows);  // durable before anything is deleted
+          std::vector<std::int64_t> ids;
+          for (const auto& row : rows) ids.push_back(row.id);
+          writer->Run([&](store::Store& s) { n = s.DeleteDelivered(ids); });
+          n = static_cast<int>(rows.size());
+        }
+      } catch (const store::StoreError& e) {
+        // On a full disk even a DELETE needs room: its pages go to the WAL
+        // (all of them where SQLite zeroes deleted content, as Debian's
+        // SECURE_DELETE build does). Empty the WAL into the database and
+        // try smaller transactions, down to one row, so that purging can
+        // free the disk it needs.
+        if ((e.sqlite_code() & 0xff) != SQLITE_FULL || batch == 1) throw;
+        retention_batch = std::max(1, batch / 8);
+        log->warn("retention: disk full while purging {} rows; checkpointing and purging {} at a "
+                  "time",
+                  batch, retention_batch);
+        try {
+          writer->RunAlone(
+              [](store::Store& s) { s.connection().exec("PRAGMA wal_checkpoint(TRUNCATE)"); });
+        } catch (const std::exception&) {  // the smaller batch may still fit
+        }
+        continue;
       }
       purged += n;
-      if (n < kRetentionBatch) break;
+      if (n < batch) break;
+      retention_batch = std::min(kRetentionBatch, batch * 2);
     }
     if (purged == 0) return;
     log->info("retention purged {} delivered rows", purged);

@@ -217,10 +217,13 @@ void RenderDatabase(Exposition& out, const MetricsSnapshot& snapshot, std::int64
   out.Family("outbox_oldest_pending_age_seconds", "gauge",
              "Age of the oldest pending message, seconds; 0 when none is pending.");
   for (const auto& [label, g] : gauges) {
-    const std::int64_t age_ms =
-        g.pending == 0 ? 0 : std::max<std::int64_t>(0, now_ms - g.oldest_pending_created_at);
-    out.Sample("outbox_oldest_pending_age_seconds", {{"topic", label}},
-               static_cast<double>(age_ms) / 1000.0);
+    // In doubles: created_at holds whatever another application wrote, and
+    // now - INT64_MIN overflows.
+    const double age_ms =
+        g.pending == 0 ? 0.0
+                       : std::max(0.0, static_cast<double>(now_ms) -
+                                           static_cast<double>(g.oldest_pending_created_at));
+    out.Sample("outbox_oldest_pending_age_seconds", {{"topic", label}}, age_ms / 1000.0);
   }
 
   out.Family("outbox_unrouted_pending", "gauge",

@@ -186,19 +186,40 @@ bool Writer::Commit(std::deque<Item>& segment, std::stop_token& stop) {
     }
     if (segment.size() > 1) return false;
     if (!busy && ++errors < kAttemptsOnError && !stopping) continue;
-    // Give up on this item: a Run caller gets the error; an asynchronous
-    // change is lost here, which only means the row's lease expires and it
-    // is sent again (at-least-once).
-    try {
-      std::rethrow_exception(failure);
-    } catch (const std::exception& e) {
-      logger_->error("writer: giving up on a state change: {}", e.what());
-    } catch (...) {
-      logger_->error("writer: giving up on a state change");
+    // Give up on this item: a Run caller gets the error (and reports it); an
+    // asynchronous change is lost here, which only means the row's lease
+    // expires and it is sent again (at-least-once).
+    if (segment.front().done) {
+      segment.front().done->set_exception(failure);
+    } else {
+      try {
+        std::rethrow_exception(failure);
+      } catch (const std::exception& e) {
+        ReportGiveUp(e.what());
+      } catch (...) {
+        ReportGiveUp("unknown error");
+      }
     }
-    if (segment.front().done) segment.front().done->set_exception(failure);
     return false;
   }
+}
+
+void Writer::ReportGiveUp(const std::string& what) {
+  // A full or broken disk fails every state change alike, many per second:
+  // one line per interval says it all.
+  constexpr auto kInterval = std::chrono::seconds(10);
+  const auto now = std::chrono::steady_clock::now();
+  ++unreported_failures_;
+  if (reported_once_ && now - last_report_ < kInterval) return;
+  if (unreported_failures_ == 1) {
+    logger_->error("writer: giving up on a state change: {}", what);
+  } else {
+    logger_->error("writer: giving up on a state change: {} ({} more since the last report)",
+                   what, unreported_failures_ - 1);
+  }
+  reported_once_ = true;
+  last_report_ = now;
+  unreported_failures_ = 0;
 }
 
 }  // namespace outbox::agent

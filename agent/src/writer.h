@@ -9,6 +9,7 @@
 #include <future>
 #include <memory>
 #include <mutex>
+#include <string>
 #include <thread>
 
 #include "outbox/store.h"
@@ -74,6 +75,8 @@ class Writer {
   void ApplyBatch(std::deque<Item>& batch);
   // Retries SQLITE_BUSY with backoff; returns false when the stop came first.
   bool Commit(std::deque<Item>& batch, std::stop_token& stop);
+  // Logs an abandoned asynchronous change, at most once per interval.
+  void ReportGiveUp(const std::string& what);
 
   std::unique_ptr<store::Store> store_;
   std::string database_id_;
@@ -84,6 +87,10 @@ class Writer {
   std::deque<Item> queue_;          // guarded by mutex_
   std::size_t urgent_queued_ = 0;   // items of queue_ not deferrable; guarded by mutex_
   std::int64_t transactions_ = 0;   // guarded by mutex_
+  // Owned by the writer thread: the rate limit of ReportGiveUp.
+  std::chrono::steady_clock::time_point last_report_{};
+  bool reported_once_ = false;
+  std::int64_t unreported_failures_ = 0;
   std::jthread thread_;             // last: joined before the rest goes
 };
 

@@ -46,6 +46,12 @@ std::string FormatTime(std::int64_t ms) {
   return full;
 }
 
+// Seconds from `then_ms` to `now_ms`, in doubles: created_at may hold any
+// value another application wrote, and now - INT64_MIN overflows.
+double AgeSeconds(std::int64_t now_ms, std::int64_t then_ms) {
+  return (static_cast<double>(now_ms) - static_cast<double>(then_ms)) / 1000.0;
+}
+
 // Payloads and errors may hold anything; keep table cells on one line.
 std::string OneLine(std::string_view text, std::size_t max) {
   std::string out;
@@ -62,16 +68,64 @@ std::string OneLine(std::string_view text, std::size_t max) {
 
 using JsonWriter = rapidjson::Writer<rapidjson::StringBuffer>;
 
-bool IsUtf8(std::string_view text) {
-  rapidjson::StringBuffer scratch;
-  rapidjson::Writer<rapidjson::StringBuffer, rapidjson::UTF8<>, rapidjson::UTF8<>,
-                    rapidjson::CrtAllocator, rapidjson::kWriteValidateEncodingFlag>
-      validator(scratch);
-  return validator.String(text.data(), static_cast<rapidjson::SizeType>(text.size()));
+
+// Bytes of the valid UTF-8 sequence at `at`, or 0 if there is none
+// (RFC 3629: no overlong forms, no surrogates, nothing above U+10FFFF).
+std::size_t Utf8SequenceAt(std::string_view text, std::size_t at) {
+  const auto byte = [&](std::size_t i) { return static_cast<unsigned char>(text[i]); };
+  const unsigned char lead = byte(at);
+  if (lead < 0x80) return 1;
+  std::size_t length = 0;
+  unsigned char low = 0x80;
+  unsigned char high = 0xBF;
+  if (lead >= 0xC2 && lead <= 0xDF) {
+    length = 2;
+  } else if (lead >= 0xE0 && lead <= 0xEF) {
+    length = 3;
+    if (lead == 0xE0) low = 0xA0;
+    if (lead == 0xED) high = 0x9F;
+  } else if (lead >= 0xF0 && lead <= 0xF4) {
+    length = 4;
+    if (lead == 0xF0) low = 0x90;
+    if (lead == 0xF4) high = 0x8F;
+  } else {
+    return 0;
+  }
+  if (at + length > text.size() || byte(at + 1) < low || byte(at + 1) > high) return 0;
+  for (std::size_t i = 2; i < length; ++i) {
+    if ((byte(at + i) & 0xC0) != 0x80) return 0;
+  }
+  return length;
 }
 
+// Not RapidJSON's kWriteValidateEncodingFlag: it reads a sequence cut short
+// at the end of the text past the end of the buffer.
+bool IsUtf8(std::string_view text) {
+  for (std::size_t at = 0; at < text.size();) {
+    const std::size_t length = Utf8SequenceAt(text, at);
+    if (length == 0) return false;
+    at += length;
+  }
+  return true;
+}
+
+// JSON strings must be UTF-8, but text columns hold whatever other
+// applications wrote: each byte that is not part of valid UTF-8 becomes
+// U+FFFD, so the output always parses.
 void WriteString(JsonWriter& json, std::string_view text) {
-  json.String(text.data(), static_cast<rapidjson::SizeType>(text.size()));
+  std::string valid;
+  valid.reserve(text.size());
+  for (std::size_t at = 0; at < text.size();) {
+    const std::size_t length = Utf8SequenceAt(text, at);
+    if (length == 0) {
+      valid += "\xEF\xBF\xBD";
+      ++at;
+    } else {
+      valid.append(text.substr(at, length));
+      at += length;
+    }
+  }
+  json.String(valid.data(), static_cast<rapidjson::SizeType>(valid.size()));
 }
 
 void WriteRow(JsonWriter& json, const Row& row, bool with_payload) {
@@ -179,7 +233,7 @@ int RunStats(const Context& context) {
       json.Key("count");
       json.Int64(count.count);
       json.Key("oldest_age_seconds");
-      json.Double(static_cast<double>(now - count.oldest_created_at) / 1000.0);
+      json.Double(AgeSeconds(now, count.oldest_created_at));
       json.EndObject();
     }
     json.EndArray();
@@ -192,7 +246,7 @@ int RunStats(const Context& context) {
     std::printf("%-32s %-10s %10lld %16.1f\n", OneLine(count.topic, 32).c_str(),
                 std::string(outbox::store::StatusName(count.status)).c_str(),
                 static_cast<long long>(count.count),
-                static_cast<double>(now - count.oldest_created_at) / 1000.0);
+                AgeSeconds(now, count.oldest_created_at));
   }
   std::printf("\nundelivered %lld (limit %lld)  database %lld bytes (limit %lld)  wal %lld bytes\n",
               static_cast<long long>(stats.undelivered),

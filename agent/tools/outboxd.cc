@@ -13,11 +13,13 @@
 #include <spdlog/sinks/stdout_sinks.h>
 #include <sys/eventfd.h>
 #include <sys/signalfd.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
 #include <cerrno>
 #include <chrono>
+#include <cstdio>
 #include <cstring>
 #include <fstream>
 #include <future>
@@ -51,6 +53,27 @@ constexpr std::chrono::milliseconds kReloadGrace{5'000};
 // /metrics and /healthz are scraped rarely; two threads are plenty.
 constexpr std::size_t kHttpThreads = 2;
 
+// DESIGN.md: secrets are never written inline. The parser still accepts an
+// inline credential with a warning (handy in a quick test), but not in a
+// file that every user of the machine may read: then the key is named and
+// the start (or the reload) is refused. A file readable by its group only
+// (root:outbox 0640, as packaged) is fine.
+void RefuseWorldReadableInlineSecrets(const std::string& path, const Config& config) {
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0 || (st.st_mode & S_IROTH) == 0) return;
+  for (const std::string& warning : config.warnings) {
+    // config.cc's InlineSecretWarning: "<key path>: secret written inline; ...".
+    const auto at = warning.find(": secret written inline");
+    if (at == std::string::npos) continue;
+    char mode[8];
+    std::snprintf(mode, sizeof mode, "%04o", static_cast<unsigned>(st.st_mode & 07777));
+    throw std::invalid_argument(path + ": " + warning.substr(0, at) +
+                                ": secret written inline in a file every user can read (mode " +
+                                mode + "); use \"env:NAME\" or \"file:PATH\", or chmod o-r " +
+                                path);
+  }
+}
+
 // Reads the config file and parses it. Throws std::invalid_argument with one
 // line naming the file and the problem.
 Config LoadConfig(const std::string& path) {
@@ -67,11 +90,14 @@ Config LoadConfig(const std::string& path) {
     throw unreadable();
   }
   if (file.bad()) throw unreadable();
+  Config config;
   try {
-    return outbox::agent::ParseConfig(text);
+    config = outbox::agent::ParseConfig(text);
   } catch (const std::invalid_argument& e) {
     throw std::invalid_argument(path + ": " + e.what());
   }
+  RefuseWorldReadableInlineSecrets(path, config);
+  return config;
 }
 
 // --- logging ----------------------------------------------------------------

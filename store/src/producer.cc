@@ -74,6 +74,77 @@ void BindOptional(sqlite3_stmt* q, int index, const std::optional<std::int64_t>&
   ThrowSqlite(db, "enqueue");
 }
 
+// Bytes of the valid UTF-8 sequence at `at`, or 0 (RFC 3629: no overlong
+// forms, no surrogates, nothing above U+10FFFF).
+std::size_t Utf8SequenceAt(std::string_view text, std::size_t at) {
+  const auto byte = [&](std::size_t i) { return static_cast<unsigned char>(text[i]); };
+  const unsigned char lead = byte(at);
+  if (lead < 0x80) return 1;
+  std::size_t length = 0;
+  unsigned char low = 0x80;
+  unsigned char high = 0xBF;
+  if (lead >= 0xC2 && lead <= 0xDF) {
+    length = 2;
+  } else if (lead >= 0xE0 && lead <= 0xEF) {
+    length = 3;
+    if (lead == 0xE0) low = 0xA0;
+    if (lead == 0xED) high = 0x9F;
+  } else if (lead >= 0xF0 && lead <= 0xF4) {
+    length = 4;
+    if (lead == 0xF0) low = 0x90;
+    if (lead == 0xF4) high = 0x8F;
+  } else {
+    return 0;
+  }
+  if (at + length > text.size() || byte(at + 1) < low || byte(at + 1) > high) return 0;
+  for (std::size_t i = 2; i < length; ++i) {
+    if ((byte(at + i) & 0xC0) != 0x80) return 0;
+  }
+  return length;
+}
+
+// The \uXXXX escape at `at` (a backslash), or -1 if it is none.
+long EscapedUnit(std::string_view text, std::size_t at) {
+  if (at + 6 > text.size() || text[at + 1] != 'u') return -1;
+  long unit = 0;
+  for (std::size_t i = at + 2; i < at + 6; ++i) {
+    const char c = text[i];
+    const int digit = (c >= '0' && c <= '9')   ? c - '0'
+                      : (c >= 'a' && c <= 'f') ? c - 'a' + 10
+                      : (c >= 'A' && c <= 'F') ? c - 'A' + 10
+                                               : -1;
+    if (digit < 0) return -1;
+    unit = unit * 16 + digit;
+  }
+  return unit;
+}
+
+// JSON text whose strings are all Unicode: valid UTF-8, and no \u escape of
+// a lone surrogate. The trigger's json_valid() checks neither, but the
+// agent's parser refuses both, so such headers would be accepted here and
+// dead-lettered at the first send.
+bool IsUnicodeJsonText(std::string_view text) {
+  for (std::size_t at = 0; at < text.size();) {
+    if (text[at] != '\\') {
+      const std::size_t length = Utf8SequenceAt(text, at);
+      if (length == 0) return false;
+      at += length;
+      continue;
+    }
+    const long unit = EscapedUnit(text, at);
+    if (unit >= 0xD800 && unit <= 0xDBFF) {
+      const long next = EscapedUnit(text, at + 6);
+      if (next < 0xDC00 || next > 0xDFFF) return false;
+      at += 12;
+    } else if (unit >= 0xDC00 && unit <= 0xDFFF) {
+      return false;
+    } else {
+      at += 2;  // the escaped character is checked on the next round
+    }
+  }
+  return true;
+}
+
 }  // namespace
 
 void ValidateMessage(const NewMessage& message) {
@@ -82,6 +153,15 @@ void ValidateMessage(const NewMessage& message) {
   if (message.key.size() > kMaxKeyBytes) {
     throw std::invalid_argument("msg_key: " + std::to_string(message.key.size()) +
                                 " bytes is longer than " + std::to_string(kMaxKeyBytes));
+  }
+  // SQLite's JSON functions stop at a NUL byte, so the trigger would judge
+  // only the text before it; valid JSON never holds one (found by fuzzing).
+  if (message.headers_json.find('\0') != std::string::npos) {
+    throw std::invalid_argument("headers: holds a NUL byte");
+  }
+  if (!IsUnicodeJsonText(message.headers_json)) {
+    throw std::invalid_argument(
+        "headers: not valid UTF-8 (or a \\u escape of a lone surrogate)");
   }
   if (message.retry.max_attempts && *message.retry.max_attempts < 1) {
     throw std::invalid_argument("max_attempts: expected a positive integer");

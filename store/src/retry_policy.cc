@@ -67,7 +67,9 @@ bool AttemptsExhausted(const RetryPolicy& policy, int failures) {
 }
 
 bool AgeExhausted(const RetryPolicy& policy, std::int64_t created_at_ms, std::int64_t now_ms) {
-  return policy.max_age_ms > 0 && now_ms - created_at_ms > policy.max_age_ms;
+  // Compared without subtracting created_at: a row may carry any value
+  // there, and now - INT64_MIN overflows.
+  return policy.max_age_ms > 0 && created_at_ms < now_ms - policy.max_age_ms;
 }
 
 bool IsDue(std::int64_t next_attempt_at_ms, std::int64_t now_ms, std::int64_t max_interval_ms) {

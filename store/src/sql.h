@@ -177,13 +177,18 @@ inline constexpr char kSetLimits[] =
   " lease_expires_at, last_error, created_at, updated_at, last_attempt_at,"    \
   " crashes, quarantined, operator_retries"
 
+// lease_token counts claims. Another application may have written anything
+// there: a token that cannot grow as an integer (INT64_MAX would turn into a
+// REAL that never equals the token handed out) starts again at 1.
 #define OUTBOX_CLAIM_SET                                                       \
-  "UPDATE outbox SET status = 3, lease_owner = ?2, lease_token = lease_token + 1," \
+  "UPDATE outbox SET status = 3, lease_owner = ?2,"                            \
+  " lease_token = CASE WHEN typeof(lease_token) = 'integer'"                   \
+  "   AND lease_token BETWEEN 0 AND 9223372036854775806 THEN lease_token + 1 ELSE 1 END," \
   " lease_expires_at = ?3, updated_at = ?4"
 
 // ?1 id, ?2 owner, ?3 lease_expires_at, ?4 now
 inline constexpr char kClaimById[] =
-    OUTBOX_CLAIM_SET " WHERE id = ?1 AND status = 0 AND quarantined = 0"
+    OUTBOX_CLAIM_SET " WHERE id = ?1 AND status = 0 AND quarantined <> 1"
     " RETURNING lease_token, topic";
 
 // A wall clock that jumped back leaves next_attempt_at absurdly far ahead;
@@ -196,18 +201,20 @@ inline constexpr char kMakeDueIfFarAhead[] =
 // The subquery walks the claim index in (next_attempt_at, id) order; RETURNING
 // order is unspecified, so callers that care sort the result.
 // Quarantined rows (taken back from a crashed agent) are left to
-// kClaimQuarantined, which sends them one at a time.
+// kClaimQuarantined, which sends them one at a time. "<> 1" rather than
+// "= 0": a value another application wrote (2, 'yes') must not leave a row
+// that no claim ever matches.
 // ?1 topic, ?2 owner, ?3 lease_expires_at, ?4 now, ?5 limit
 inline constexpr char kClaimDue[] =
     OUTBOX_CLAIM_SET
     " WHERE id IN (SELECT id FROM outbox"
-    "  WHERE status = 0 AND topic = ?1 AND next_attempt_at <= ?4 AND quarantined = 0"
+    "  WHERE status = 0 AND topic = ?1 AND next_attempt_at <= ?4 AND quarantined <> 1"
     "  ORDER BY next_attempt_at, id LIMIT ?5)"
     " RETURNING id, lease_token";
 // ?1 topic, ?2 now
 inline constexpr char kHasDue[] =
     "SELECT EXISTS(SELECT 1 FROM outbox"
-    " WHERE status = 0 AND topic = ?1 AND next_attempt_at <= ?2 AND quarantined = 0)";
+    " WHERE status = 0 AND topic = ?1 AND next_attempt_at <= ?2 AND quarantined <> 1)";
 // Served by the partial index outbox_quarantine, named because SQLite
 // without statistics prefers outbox_claim's (status, topic) range, which
 // walks every pending row of the topic to find the few quarantined ones.

@@ -180,15 +180,15 @@ Store::Store(const Options& options) : impl_(std::make_unique<Impl>()) {
   if (options.busy_timeout_ms < 0) {
     throw std::invalid_argument("busy_timeout_ms: expected 0 or a positive integer");
   }
-  Wrap(context, [&] {
-    int flags = options.read_only ? SQLite::OPEN_READONLY : SQLite::OPEN_READWRITE;
-    if (options.create) flags |= SQLite::OPEN_CREATE;
-    if (memory) flags |= SQLite::OPEN_MEMORY;
-    flags |= SQLITE_OPEN_NOMUTEX;  // one thread per connection by contract
-    impl_->db = std::make_unique<SQLite::Database>(memory ? ":memory:" : options.path, flags,
-                                                   options.busy_timeout_ms);
-  });
   try {
+    Wrap(context, [&] {
+      int flags = options.read_only ? SQLite::OPEN_READONLY : SQLite::OPEN_READWRITE;
+      if (options.create) flags |= SQLite::OPEN_CREATE;
+      if (memory) flags |= SQLite::OPEN_MEMORY;
+      flags |= SQLITE_OPEN_NOMUTEX;  // one thread per connection by contract
+      impl_->db = std::make_unique<SQLite::Database>(memory ? ":memory:" : options.path, flags,
+                                                     options.busy_timeout_ms);
+    });
     Wrap(context, [&] {
       internal::SchemaState state = internal::ReadSchema(*impl_->db);
       const bool needs_change = state.version != kSchemaVersion;
@@ -233,6 +233,14 @@ Store::Store(const Options& options) : impl_(std::make_unique<Impl>()) {
     const std::string what = e.what();
     if (what.find(options.path) == std::string::npos) {
       throw NotAnOutboxError(options.path + ": " + what, e.sqlite_code());
+    }
+    throw;
+  } catch (const StoreError& e) {
+    // A damaged file ("database disk image is malformed"), a full disk or a
+    // lock: the operator needs to know which file.
+    const std::string what = e.what();
+    if (what.find(options.path) == std::string::npos) {
+      throw StoreError(options.path + ": " + what, e.sqlite_code());
     }
     throw;
   }

@@ -62,7 +62,15 @@ std::optional<std::int64_t> ParseRetryAfter(std::string_view value, std::int64_t
   const std::string text(value);
   const time_t date = curl_getdate(text.c_str(), nullptr);
   if (date == -1) return std::nullopt;
-  const std::int64_t date_ms = static_cast<std::int64_t>(date) * 1000;
+  // The date is the receiver's to choose, and libcurl accepts years far
+  // beyond 9999: saturate instead of overflowing (found by fuzzing).
+  constexpr std::int64_t kMinMs = std::numeric_limits<std::int64_t>::min();
+  const auto date_s = static_cast<std::int64_t>(date);
+  if (date_s > kMaxMs / 1000) return kMaxMs;
+  if (date_s < kMinMs / 1000) return 0;
+  const std::int64_t date_ms = date_s * 1000;
+  if (now_ms < 0 && date_ms > kMaxMs + now_ms) return kMaxMs;
+  if (now_ms > 0 && date_ms < kMinMs + now_ms) return 0;
   return std::max<std::int64_t>(0, date_ms - now_ms);
 }
 

@@ -36,6 +36,10 @@ bool StartsWithIgnoreCase(std::string_view text, std::string_view prefix);
 // names less the credentials). Content-Type has its own option.
 bool IsReservedForEndpoint(std::string_view name);
 
+// Well-formed UTF-8 (RFC 3629: no overlong forms, surrogates or code points
+// above U+10FFFF, no sequence cut short at the end).
+bool IsValidUtf8(std::string_view text);
+
 // RFC 9110 token (header names).
 bool IsToken(std::string_view text);
 // No control characters except horizontal tab.

@@ -26,10 +26,18 @@ std::string ResolveSecret(std::string_view value, std::string_view field) {
   } else if (value.starts_with("file:")) {
     const std::string path(value.substr(5));
     if (path.empty()) fail("\"file:\" needs a path");
+    // A secret is a short token. Reading stops after 64 KiB, so that a
+    // config naming /dev/zero or a log file fails instead of eating memory.
+    constexpr std::size_t kMaxSecretBytes = 64 * 1024;
     std::ifstream file(path, std::ios::binary);
     if (!file) fail("cannot read file " + path);
-    secret.assign(std::istreambuf_iterator<char>(file), std::istreambuf_iterator<char>());
+    secret.resize(kMaxSecretBytes + 1);
+    file.read(secret.data(), static_cast<std::streamsize>(secret.size()));
     if (file.bad()) fail("cannot read file " + path);
+    secret.resize(static_cast<std::size_t>(file.gcount()));
+    if (secret.size() > kMaxSecretBytes) {
+      fail("file " + path + " is larger than 64 KiB: not a secret");
+    }
     // Editors and `echo` end files with a newline that is no part of a token.
     while (!secret.empty() && (secret.back() == '\n' || secret.back() == '\r')) {
       secret.pop_back();
