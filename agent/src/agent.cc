@@ -77,9 +77,13 @@ void Validate(const Options& options) {
 namespace {
 
 constexpr int kRecycleBatch = 1000;
+constexpr int kSqliteFull = 13;
 // Rows the sweeper claims in one write transaction (in statements of
-// claim_batch): about as long a hold of the write lock as a group commit.
-constexpr int kClaimRowsPerTransaction = 500;
+// claim_batch). Kept at 100: a claim rewrites each row, payload included,
+// into the WAL, and on a disk that just got some space back a larger
+// transaction can eat all of it before the checkpoint that would recycle the
+// WAL (the full-disk reliability test found 500 × 16 KiB stuck for good).
+constexpr int kClaimRowsPerTransaction = 100;
 constexpr int kRetentionBatch = 500;
 constexpr int kRetentionBatchesPerPass = 20;
 constexpr std::size_t kMaxErrorBytes = 1024;
@@ -495,8 +499,6 @@ struct Agent::Impl {
       log->info("breaker closed for endpoint {}: it answers again", route.breaker->endpoint());
       Wake();  // the backlog may go now, not at the next sweep
     }
-    std::vector<store::Lease> leases;
-    leases.reserve(items.size());
     for (const Loaded& item : items) {
       // In doubles: created_at may hold anything another application wrote,
       // and INT64_MIN would overflow the subtraction.
@@ -504,14 +506,15 @@ struct Agent::Impl {
                          std::max(0.0, static_cast<double>(now) -
                                            static_cast<double>(item.row.created_at)) /
                              1000.0);
-      leases.push_back(item.claimed.lease);
+      // One task per row: the writer still commits them together, but when a
+      // group fails (a full disk: each completion rewrites its row, payload
+      // included) it retries them one by one, and a small one still fits.
+      const store::Lease lease = item.claimed.lease;
+      writer->Submit({[lease, now](store::Store& s) { s.Complete(lease, now); },
+                      {},
+                      /*deferrable=*/true});
       log->debug("delivered topic={} id={}", item.row.topic, item.row.id);
     }
-    writer->Submit({[leases = std::move(leases), now](store::Store& s) {
-                      for (const store::Lease& lease : leases) s.Complete(lease, now);
-                    },
-                    {},
-                    /*deferrable=*/true});
   }
 
   void FinishDead(Route& /*route*/, Loaded& item, const std::string& error, bool count_attempt) {
@@ -623,19 +626,32 @@ struct Agent::Impl {
         // transaction per statement made every claim_batch rows a round trip
         // through the writer, behind its group commits, while the workers
         // waited for rows (benchmark figure 3).
-        const int want = permit == Breaker::Permit::kProbe
-                             ? 1
-                             : std::min(free, std::max(options.claim_batch, kClaimRowsPerTransaction));
+        int want = permit == Breaker::Permit::kProbe
+                       ? 1
+                       : std::min(free, std::max(options.claim_batch, kClaimRowsPerTransaction));
         std::vector<store::Claimed> claimed;
-        writer->Run([&](store::Store& s) {
-          claimed.clear();  // the transaction may be retried
-          while (static_cast<int>(claimed.size()) < want) {
-            const int limit = std::min(options.claim_batch, want - static_cast<int>(claimed.size()));
-            std::vector<store::Claimed> more = s.ClaimDue(topic, owner, LeaseUntil(now), now, limit);
-            claimed.insert(claimed.end(), more.begin(), more.end());
-            if (static_cast<int>(more.size()) < limit) break;
+        for (;;) {
+          try {
+            writer->Run([&](store::Store& s) {
+              claimed.clear();  // the transaction may be retried
+              while (static_cast<int>(claimed.size()) < want) {
+                const int limit =
+                    std::min(options.claim_batch, want - static_cast<int>(claimed.size()));
+                std::vector<store::Claimed> more =
+                    s.ClaimDue(topic, owner, LeaseUntil(now), now, limit);
+                claimed.insert(claimed.end(), more.begin(), more.end());
+                if (static_cast<int>(more.size()) < limit) break;
+              }
+            });
+            break;
+          } catch (const store::StoreError& e) {
+            // A claim rewrites each row, payload included, into the WAL: on
+            // a nearly full disk a smaller transaction may still fit, and
+            // delivering is what frees the space.
+            if ((e.sqlite_code() & 0xff) != kSqliteFull || want == 1) throw;
+            want = std::max(1, want / 4);
           }
-        });
+        }
         if (claimed.empty() && permit == Breaker::Permit::kProbe) route->breaker->CancelProbe();
         DispatchAll(claimed);
         if (permit == Breaker::Permit::kProbe || static_cast<int>(claimed.size()) < want) break;

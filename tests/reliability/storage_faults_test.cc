@@ -182,7 +182,7 @@ TEST_F(StorageFaultsTest, AFullDiskFailsEnqueueClearlyLosesNothingAndDeliveryRes
 
   ASSERT_TRUE(WaitFor([&] { return CountFresh("SELECT count(*) FROM outbox") == 0; }, 60s))
       << CountFresh("SELECT count(*) FROM outbox WHERE status = 1") << " delivered, "
-      << CountFresh("SELECT count(*) FROM outbox") << " rows left";
+      << CountFresh("SELECT count(*) FROM outbox") << " rows left\n" << sink->Text();
   for (int i = 0; i < committed; ++i) EXPECT_EQ(handler->Calls("k" + std::to_string(i)), 1) << i;
   // Retention gave the outbox's pages back to the filesystem (incremental
   // vacuum, WAL truncation): far more is free than the ballast alone.
