@@ -296,7 +296,6 @@ struct Agent::Impl {
 
   void Work(Route& route, int index, std::vector<store::Claimed>& batch) {
     std::vector<Loaded> loaded;
-    std::size_t finished = 0;
     try {
       store::Store& reader_connection = ReaderFor(route, index);
       std::vector<store::Lease> leases;
@@ -307,10 +306,7 @@ struct Agent::Impl {
       for (std::size_t i = 0; i < batch.size(); ++i) {
         const store::Claimed& claimed = batch[i];
         std::optional<store::Row>& row = rows[i];
-        if (!row) {  // the lease was lost (recycled): someone else sends it
-          ++finished;
-          continue;
-        }
+        if (!row) continue;  // the lease was lost (recycled): someone else sends it
         Loaded item{claimed, std::move(*row), {}, {}};
         item.message_id = transport::MessageId(database_id, item.row.topic, item.row.key);
         try {
@@ -321,7 +317,6 @@ struct Agent::Impl {
           // Written by another application without our triggers: the row can
           // never be sent as it is.
           FinishDead(route, item, std::string("malformed row: ") + e.what(), true);
-          ++finished;
           continue;
         }
         loaded.push_back(std::move(item));
