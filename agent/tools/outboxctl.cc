@@ -13,6 +13,7 @@
 #include <cstdio>
 #include <ctime>
 #include <fstream>
+#include <functional>
 #include <iostream>
 #include <iterator>
 #include <sstream>
@@ -345,30 +346,28 @@ int RunRetry(const Context& context, const outbox::store::DeadSelector& selector
   return 0;
 }
 
+// Deletes in small batches, each its own short write transaction, so that a
+// live outboxd keeps delivering in between; prints how many went.
+int PurgeInBatches(const std::function<int()>& one_batch, const char* what) {
+  long long total = 0;
+  for (int n = kPurgeBatch; n == kPurgeBatch;) {
+    n = one_batch();
+    total += n;
+  }
+  std::cout << "purged " << total << ' ' << what << " row" << (total == 1 ? "" : "s") << '\n';
+  return 0;
+}
+
 int RunPurgeDelivered(const Context& context, std::int64_t older_than_ms) {
   if (older_than_ms < 0) throw std::invalid_argument("--older-than-ms: expected 0 or more");
   Store store = Open(context);
   const std::int64_t cutoff = NowMs() - older_than_ms + (older_than_ms == 0 ? 1 : 0);
-  long long total = 0;
-  // Small batches, each its own short write transaction: a live outboxd
-  // keeps delivering in between.
-  for (int n = kPurgeBatch; n == kPurgeBatch;) {
-    n = store.PurgeDelivered(cutoff, kPurgeBatch);
-    total += n;
-  }
-  std::cout << "purged " << total << " delivered row" << (total == 1 ? "" : "s") << '\n';
-  return 0;
+  return PurgeInBatches([&] { return store.PurgeDelivered(cutoff, kPurgeBatch); }, "delivered");
 }
 
 int RunPurgeDead(const Context& context, const outbox::store::DeadSelector& selector) {
   Store store = Open(context);
-  long long total = 0;
-  for (int n = kPurgeBatch; n == kPurgeBatch;) {
-    n = store.PurgeDead(selector, kPurgeBatch);
-    total += n;
-  }
-  std::cout << "purged " << total << " dead row" << (total == 1 ? "" : "s") << '\n';
-  return 0;
+  return PurgeInBatches([&] { return store.PurgeDead(selector, kPurgeBatch); }, "dead");
 }
 
 }  // namespace
