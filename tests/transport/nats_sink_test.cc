@@ -119,10 +119,11 @@ TEST(NatsSink, PublishAckIsDeliveredWithIdAndHeadersInTheStream) {
 
   ASSERT_EQ(reader.Count("ORDERS"), 1U);
   const auto stored =
-      reader.Get("ORDERS", 1, {"Nats-Msg-Id", "X-Tenant", "Content-Type", "ce-id", "ce-type",
+      reader.Get("ORDERS", 1, {"Nats-Msg-Id", "Idempotency-Key", "X-Tenant", "Content-Type", "ce-id", "ce-type",
                                "ce-specversion", "ce-source", "ce-time"});
   EXPECT_EQ(stored.payload, R"({"n":1})");
   EXPECT_EQ(stored.headers.at("Nats-Msg-Id"), id);
+  EXPECT_EQ(stored.headers.count("Idempotency-Key"), 0U);  // Nats-Msg-Id is the one id
   EXPECT_EQ(stored.headers.at("X-Tenant"), "acme");
   EXPECT_EQ(stored.headers.at("Content-Type"), "application/json");
   EXPECT_EQ(stored.headers.at("ce-id"), id);
@@ -212,7 +213,7 @@ TEST(NatsSink, NoStreamForTheSubjectIsAnEndpointFailure) {
 TEST(NatsSink, MessageAboveTheStreamsLimitIsAMessageFailure) {
   NatsServer server;
   StreamReader reader(server);
-  reader.AddStream("SMALL", "small", 64);
+  reader.AddStream("SMALL", "small", 512);
   const std::unique_ptr<Sink> sink = MakeSink(OptionsFor(server.Url("small")));
   const std::string id = IdOf(1);
   const std::string big(1000, 'x');

@@ -149,6 +149,8 @@ class NatsSink final : public Sink {
     status = natsMsgHeader_Set(msg.get(), "Nats-Msg-Id", id.c_str());
     for (const auto& [name, value] : headers) {
       if (status != NATS_OK) break;
+      // Nats-Msg-Id carries the id already.
+      if (EqualsIgnoreCase(name, "Idempotency-Key")) continue;
       status = natsMsgHeader_Add(msg.get(), name.c_str(), value.c_str());
     }
     if (status != NATS_OK) return MessageFailure("headers: " + LastError(status));
