@@ -25,7 +25,7 @@ packages=(
   libsqlite3-dev sqlite3 libsqlitecpp-dev libcurl4-openssl-dev libssl-dev
   libcereal-dev rapidjson-dev libspdlog-dev libfmt-dev libcli11-dev
   libcpp-httplib-dev libgtest-dev libgmock-dev libbenchmark-dev python3
-  dpkg-dev python3-yaml systemd ccache file llvm-14
+  dpkg-dev python3-yaml systemd ccache file llvm-14 nats-server mosquitto libnats-dev libmosquitto-dev
 )
 
 # Compiler cache: a later run on the same machine (another clone included:
