@@ -285,7 +285,7 @@ authorization {
   users = [
     {user: admin, password: admin-secret}
     {user: device, password: device-secret,
-     permissions: {publish: {allow: ["orders", "$JS.API.>"]}, subscribe: {allow: "_INBOX.>"}}}
+     permissions: {publish: {allow: "orders"}, subscribe: {allow: "_INBOX.>"}}}
     {user: readonly, password: readonly-secret,
      permissions: {publish: {deny: "orders"}}}
   ]
