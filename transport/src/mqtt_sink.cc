@@ -38,7 +38,7 @@ void EnsureMosquittoInitialized() {
   std::call_once(once, [] { mosquitto_lib_init(); });
 }
 
-// The MQTT 5 reason codes of a PUBACK, as DESIGN.md's outcome rules read
+// The MQTT 5 reason codes of a PUBACK, as docs/design.md's outcome rules read
 // them: the broker's state (quota, permissions, its own errors) is an
 // endpoint failure; what is wrong with this publish is a message failure.
 Result ClassifyReasonCode(int reason) {
