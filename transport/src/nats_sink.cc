@@ -4,6 +4,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <condition_variable>
 #include <cstdlib>
 #include <cstring>
 #include <memory>
@@ -69,20 +70,39 @@ struct OptionsDeleter {
 // that replacing a closed connection never pulls it from under a publish.
 class Connection {
  public:
-  Connection(natsConnection* connection, jsCtx* js) : connection_(connection), js_(js) {}
+  Connection() = default;
   ~Connection() {
-    jsCtx_Destroy(js_);
-    natsConnection_Destroy(connection_);  // closes it first
+    if (js_ != nullptr) jsCtx_Destroy(js_);
+    if (connection_ == nullptr) return;
+    natsConnection_Close(connection_);
+    // nats.c delivers its callbacks (the error handler, which points at the
+    // sink) on a thread of its own, in order; the closed callback comes
+    // last. Waiting for it means no callback runs after the sink is gone.
+    std::unique_lock lock(mutex_);
+    closed_changed_.wait_for(lock, std::chrono::seconds(10), [&] { return closed_; });
+    lock.unlock();
+    natsConnection_Destroy(connection_);
   }
   Connection(const Connection&) = delete;
   Connection& operator=(const Connection&) = delete;
 
-  natsConnection* connection() const { return connection_; }
-  jsCtx* js() const { return js_; }
+  // For natsOptions_SetClosedCB, with this Connection as the closure.
+  static void OnClosed(natsConnection* /*connection*/, void* self) {
+    auto* connection = static_cast<Connection*>(self);
+    const std::lock_guard lock(connection->mutex_);
+    connection->closed_ = true;
+    connection->closed_changed_.notify_all();
+  }
+
+  natsConnection*& connection() { return connection_; }
+  jsCtx*& js() { return js_; }
 
  private:
-  natsConnection* connection_;
-  jsCtx* js_;
+  natsConnection* connection_ = nullptr;
+  jsCtx* js_ = nullptr;
+  std::mutex mutex_;
+  std::condition_variable closed_changed_;
+  bool closed_ = false;  // GUARDED_BY(mutex_)
 };
 
 class NatsSink final : public Sink {
@@ -251,8 +271,11 @@ class NatsSink final : public Sink {
       failure = EndpointFailure("NATS options: " + LastError(status), true);
       return nullptr;
     }
-    natsConnection* connection = nullptr;
-    status = natsConnection_Connect(&connection, nats_options.get());
+    auto connection = std::make_shared<Connection>();
+    status = natsOptions_SetClosedCB(nats_options.get(), &Connection::OnClosed, connection.get());
+    if (status == NATS_OK) {
+      status = natsConnection_Connect(&connection->connection(), nats_options.get());
+    }
     if (status != NATS_OK) {
       const bool auth = status == NATS_CONNECTION_AUTH_FAILED || status == NATS_NOT_PERMITTED;
       auth_failed_ = auth;
@@ -264,14 +287,12 @@ class NatsSink final : public Sink {
     jsOptions js_options;
     jsOptions_Init(&js_options);
     js_options.Wait = options_.timeout_ms;
-    jsCtx* js = nullptr;
-    status = natsConnection_JetStream(&js, connection, &js_options);
+    status = natsConnection_JetStream(&connection->js(), connection->connection(), &js_options);
     if (status != NATS_OK) {
-      natsConnection_Destroy(connection);
       failure = EndpointFailure("JetStream context: " + LastError(status));
       return nullptr;
     }
-    current_ = std::make_shared<Connection>(connection, js);
+    current_ = std::move(connection);
     return current_;
   }
 
