@@ -19,6 +19,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <functional>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <stdexcept>
@@ -133,6 +134,11 @@ class RawMqtt {
     mosq_ = mosquitto_new(nullptr, true, this);
     mosquitto_int_option(mosq_, MOSQ_OPT_PROTOCOL_VERSION, MQTT_PROTOCOL_V5);
     mosquitto_publish_v5_callback_set(mosq_, &RawMqtt::OnPublish);
+    // The same properties as the sink sends (one id for all: the broker
+    // does not look at it).
+    mosquitto_property_add_string(&properties_, MQTT_PROP_CONTENT_TYPE, "application/json");
+    mosquitto_property_add_string_pair(&properties_, MQTT_PROP_USER_PROPERTY, "idempotency-key",
+                                       transport::MessageId("bench", "orders", "raw").c_str());
     Check(mosquitto_connect(mosq_, "127.0.0.1", port, 30) == MOSQ_ERR_SUCCESS, "mqtt connect");
     Check(mosquitto_loop_start(mosq_) == MOSQ_ERR_SUCCESS, "mqtt loop");
   }
@@ -140,38 +146,36 @@ class RawMqtt {
     mosquitto_disconnect(mosq_);
     mosquitto_loop_stop(mosq_, false);
     mosquitto_destroy(mosq_);
+    mosquitto_property_free_all(&properties_);
   }
   void Publish() {
     std::unique_lock lock(mutex_);
     int mid = 0;
     Check(mosquitto_publish_v5(mosq_, &mid, "bench", sizeof kPayload - 1, kPayload, 1, false,
-                               nullptr) == MOSQ_ERR_SUCCESS,
+                               properties_) == MOSQ_ERR_SUCCESS,
           "raw mqtt publish failed");
-    acked_.wait(lock, [&] { return done_.erase(mid) == 1; });
+    Waiter& waiter = waiters_[mid];
+    waiter.answered.wait(lock, [&] { return waiter.done; });
+    waiters_.erase(mid);
   }
 
  private:
+  // Each thread waits for its own PUBACK and only it is woken.
+  struct Waiter {
+    bool done = false;
+    std::condition_variable answered;
+  };
   static void OnPublish(mosquitto*, void* self, int mid, int, const mosquitto_property*) {
     auto* raw = static_cast<RawMqtt*>(self);
     const std::lock_guard lock(raw->mutex_);
-    raw->done_.push_back(mid);
-    raw->acked_.notify_all();
+    Waiter& waiter = raw->waiters_[mid];
+    waiter.done = true;
+    waiter.answered.notify_one();
   }
-  // A tiny erase-by-value vector: at most kConcurrency entries.
-  struct Done {
-    void push_back(int mid) { mids.push_back(mid); }
-    int erase(int mid) {
-      const auto found = std::find(mids.begin(), mids.end(), mid);
-      if (found == mids.end()) return 0;
-      mids.erase(found);
-      return 1;
-    }
-    std::vector<int> mids;
-  };
   mosquitto* mosq_ = nullptr;
+  mosquitto_property* properties_ = nullptr;
   std::mutex mutex_;
-  std::condition_variable acked_;
-  Done done_;
+  std::map<int, Waiter> waiters_;
 };
 
 double Median(std::vector<double> values) {
