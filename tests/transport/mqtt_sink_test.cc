@@ -14,6 +14,7 @@
 
 #include "broker_servers.h"
 #include "outbox/transport.h"
+#include "test_pki.h"
 
 namespace outbox::transport {
 namespace {
@@ -266,6 +267,29 @@ TEST(MqttSink, Mqtt311DeliversWithQos1) {
   ASSERT_EQ(received.size(), 1U);
   EXPECT_EQ(received[0].topic, "v3/k");
   EXPECT_TRUE(received[0].user_properties.empty());
+}
+
+TEST(MqttSink, MutualTlsWithTheConfiguredCa) {
+  const testing::TestPki pki;
+  MosquittoServer server("allow_anonymous true\ncafile " + pki.ca().cert_file + "\ncertfile " +
+                         pki.server().cert_file + "\nkeyfile " + pki.server().key_file +
+                         "\nrequire_certificate true\n");
+  const std::string url = "mqtts://127.0.0.1:" + std::to_string(server.port()) + "/t";
+  EndpointOptions options = OptionsFor(url);
+  options.timeout_ms = 2000;
+  options.connect_timeout_ms = 2000;
+  options.tls.ca_file = pki.ca().cert_file;
+  options.tls.client_cert_file = pki.client().cert_file;
+  options.tls.client_key_file = pki.client().key_file;
+  const std::string id = IdOf(1);
+  const Result result = MakeSink(options)->Push({.id = id, .topic = "t", .payload = "1"});
+  EXPECT_EQ(result.outcome, Outcome::kDelivered) << result.error;
+
+  // Without a client certificate the broker refuses the handshake.
+  options.tls.client_cert_file.clear();
+  options.tls.client_key_file.clear();
+  const Result refused = MakeSink(options)->Push({.id = id, .topic = "t", .payload = "1"});
+  EXPECT_EQ(refused.outcome, Outcome::kEndpointFailure);
 }
 
 TEST(MqttSink, BrokerOutageIsAnEndpointFailureAndTheConnectionComesBack) {
