@@ -2,6 +2,7 @@
 // and stopped by each test on a port it picks at run time.
 #include <gtest/gtest.h>
 #include <nats/nats.h>
+#include <openssl/evp.h>
 
 #include <atomic>
 #include <memory>
@@ -341,6 +342,79 @@ TEST(NatsSink, TokenAuthenticates) {
   const Result result = sink->Push({.id = IdOf(1), .topic = "orders", .payload = "1"});
   EXPECT_NE(result.error.find("no responders"), std::string::npos) << result.error;
   options.nats.token = "other";
+  const Result refused = MakeSink(options)->Push({.id = IdOf(1), .topic = "orders", .payload = "1"});
+  EXPECT_TRUE(refused.configuration_failure) << refused.error;
+}
+
+// A NATS user NKey pair made with OpenSSL: Ed25519 keys in NATS's encoding
+// (a prefix byte, the key, CRC-16/XMODEM little-endian, base32 unpadded).
+struct NKeyPair {
+  std::string public_key;  // U...
+  std::string seed;        // SU...
+};
+
+std::string NatsEncode(const std::vector<unsigned char>& bytes) {
+  std::vector<unsigned char> data = bytes;
+  std::uint16_t crc = 0;
+  for (const unsigned char byte : bytes) {
+    crc = static_cast<std::uint16_t>(crc ^ (byte << 8));
+    for (int bit = 0; bit < 8; ++bit) {
+      crc = static_cast<std::uint16_t>((crc & 0x8000) != 0 ? (crc << 1) ^ 0x1021 : crc << 1);
+    }
+  }
+  data.push_back(static_cast<unsigned char>(crc & 0xFF));
+  data.push_back(static_cast<unsigned char>(crc >> 8));
+  constexpr char kAlphabet[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZ234567";
+  std::string text;
+  unsigned buffer = 0;
+  int bits = 0;
+  for (const unsigned char byte : data) {
+    buffer = (buffer << 8) | byte;
+    bits += 8;
+    while (bits >= 5) {
+      text += kAlphabet[(buffer >> (bits - 5)) & 31];
+      bits -= 5;
+    }
+  }
+  if (bits > 0) text += kAlphabet[(buffer << (5 - bits)) & 31];
+  return text;
+}
+
+NKeyPair MakeUserNKey() {
+  EVP_PKEY* key = nullptr;
+  EVP_PKEY_CTX* context = EVP_PKEY_CTX_new_id(EVP_PKEY_ED25519, nullptr);
+  EVP_PKEY_keygen_init(context);
+  EVP_PKEY_keygen(context, &key);
+  EVP_PKEY_CTX_free(context);
+  std::vector<unsigned char> raw_private(32), raw_public(32);
+  std::size_t length = 32;
+  EVP_PKEY_get_raw_private_key(key, raw_private.data(), &length);
+  length = 32;
+  EVP_PKEY_get_raw_public_key(key, raw_public.data(), &length);
+  EVP_PKEY_free(key);
+  constexpr unsigned char kUser = 20 << 3;
+  constexpr unsigned char kSeed = 18 << 3;
+  std::vector<unsigned char> public_bytes = {kUser};
+  public_bytes.insert(public_bytes.end(), raw_public.begin(), raw_public.end());
+  std::vector<unsigned char> seed_bytes = {static_cast<unsigned char>(kSeed | (kUser >> 5)),
+                                           static_cast<unsigned char>((kUser & 31) << 3)};
+  seed_bytes.insert(seed_bytes.end(), raw_private.begin(), raw_private.end());
+  return {NatsEncode(public_bytes), NatsEncode(seed_bytes)};
+}
+
+TEST(NatsSink, NKeyAuthenticates) {
+  const NKeyPair user = MakeUserNKey();
+  ASSERT_TRUE(user.public_key.starts_with("U")) << user.public_key;
+  ASSERT_TRUE(user.seed.starts_with("SU")) << user.seed;
+  NatsServer server("authorization {\n  users = [ { nkey: " + user.public_key + " } ]\n}\n");
+  EndpointOptions options = OptionsFor(server.Url("orders"));
+  options.nats.nkey = user.public_key;
+  options.nats.nkey_seed = user.seed;
+  const Result result = MakeSink(options)->Push({.id = IdOf(1), .topic = "orders", .payload = "1"});
+  // Connected (no stream is configured here, so JetStream has no responder).
+  EXPECT_NE(result.error.find("no responders"), std::string::npos) << result.error;
+
+  options.nats.nkey_seed = MakeUserNKey().seed;  // signs with the wrong key
   const Result refused = MakeSink(options)->Push({.id = IdOf(1), .topic = "orders", .payload = "1"});
   EXPECT_TRUE(refused.configuration_failure) << refused.error;
 }
