@@ -8,6 +8,7 @@
 #include <condition_variable>
 #include <map>
 #include <optional>
+#include <set>
 #include <memory>
 #include <mutex>
 #include <stdexcept>
@@ -225,9 +226,11 @@ class MqttSink final : public Sink {
       }
     }
 
+    // No libmosquitto call is made under mutex_: libmosquitto holds its own
+    // locks while it calls OnConnect/OnPublish, which take mutex_.
+    std::call_once(start_once_, [this] { Start(); });
     std::unique_lock lock(mutex_);
     if (aborted_) return EndpointFailure("aborted");
-    if (!started_) Start();
     if (!connected_ && !settled_) {
       // The first connection is being made: wait for its outcome.
       changed_.wait_for(lock, std::chrono::milliseconds(options_.connect_timeout_ms),
@@ -239,14 +242,15 @@ class MqttSink final : public Sink {
                                  (last_refusal_.empty() ? "" : ": " + last_refusal_),
                              refused_for_credentials_);
     }
+    const std::uint64_t connection = connection_;
+    lock.unlock();
     int mid = 0;
-    // Under mutex_, so that the PUBACK (handled on libmosquitto's thread,
-    // which takes mutex_ in OnPublish) cannot arrive before `mid` is known.
     const int rc = mosquitto_publish_v5(mosq_, &mid, topic->c_str(), static_cast<int>(body.size()),
                                         body.data(), 1, false, properties.get());
     if (rc != MOSQ_ERR_SUCCESS) return ClassifyPublishError(rc);
+    lock.lock();
+    // The PUBACK may have come already: OnPublish then left the entry done.
     Pending& pending = pending_[mid];
-    const std::uint64_t connection = connection_;
     const bool answered =
         pending.answered.wait_for(lock, std::chrono::milliseconds(options_.timeout_ms), [&] {
           return pending.done || aborted_ || connection_ != connection;
@@ -255,6 +259,8 @@ class MqttSink final : public Sink {
     const int reason = pending.reason;
     const bool aborted = aborted_;
     pending_.erase(mid);
+    // A PUBACK that may still come finds no waiter: OnPublish drops it.
+    if (!done) abandoned_.insert(mid);
     lock.unlock();
 
     Result result;
@@ -295,13 +301,14 @@ class MqttSink final : public Sink {
     return owned;
   }
 
-  // Under mutex_. Starts libmosquitto's network thread, which connects and
-  // reconnects for as long as the sink lives.
+  // Once, not under mutex_. Starts libmosquitto's network thread, which
+  // connects and reconnects for as long as the sink lives.
   void Start() {
     started_ = true;
     const int rc = mosquitto_connect_async(mosq_, url_.host.c_str(), url_.port,
                                            options_.mqtt.keepalive_s);
     if (rc != MOSQ_ERR_SUCCESS) {
+      const std::lock_guard lock(mutex_);
       settled_ = true;
       last_refusal_ = mosquitto_strerror(rc);
     }
@@ -346,9 +353,17 @@ class MqttSink final : public Sink {
     auto* sink = static_cast<MqttSink*>(self);
     const std::lock_guard lock(sink->mutex_);
     // A PUBACK nobody waits for any more (timed out, or resent after a
-    // reconnect) has no one to tell.
+    // reconnect) has no one to tell. One for a publish whose caller has not
+    // registered yet is kept for it.
     const auto found = sink->pending_.find(mid);
-    if (found == sink->pending_.end()) return;
+    if (found == sink->pending_.end()) {
+      if (sink->abandoned_.erase(mid) == 0) {
+        Pending& early = sink->pending_[mid];
+        early.done = true;
+        early.reason = reason;
+      }
+      return;
+    }
     found->second.done = true;
     found->second.reason = reason;
     found->second.answered.notify_one();
@@ -365,7 +380,8 @@ class MqttSink final : public Sink {
   mosquitto* mosq_ = nullptr;
   std::mutex mutex_;
   std::condition_variable changed_;  // connection state or abort changed
-  bool started_ = false;             // GUARDED_BY(mutex_)
+  std::once_flag start_once_;
+  std::atomic<bool> started_{false};  // Start() ran (for the destructor)
   bool connected_ = false;           // GUARDED_BY(mutex_)
   bool settled_ = false;  // a connect attempt has had an answer; GUARDED_BY(mutex_)
   bool refused_for_credentials_ = false;  // GUARDED_BY(mutex_)
@@ -373,6 +389,8 @@ class MqttSink final : public Sink {
   std::uint64_t connection_ = 0;  // counts connects and disconnects; GUARDED_BY(mutex_)
   bool aborted_ = false;          // GUARDED_BY(mutex_)
   std::map<int, Pending> pending_;  // by message id; GUARDED_BY(mutex_)
+  // Message ids whose waiter gave up before the PUBACK; GUARDED_BY(mutex_).
+  std::set<int> abandoned_;
 };
 
 }  // namespace
