@@ -325,6 +325,9 @@ class NatsSink final : public Sink {
       }
       if (s == NATS_OK && tls.insecure_skip_verify) {
         s = natsOptions_SkipServerVerification(nats_options, true);
+      } else if (s == NATS_OK) {
+        // nats.c checks the certificate's chain but its name only when told.
+        s = natsOptions_SetExpectedHostname(nats_options, url_.host.c_str());
       }
     }
     const NatsOptions& auth = options_.nats;
