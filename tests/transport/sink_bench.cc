@@ -186,7 +186,7 @@ double Median(std::vector<double> values) {
 void Report(const char* name, const std::vector<double>& ours, const std::vector<double>& raw) {
   std::vector<double> ratios;
   for (std::size_t i = 0; i < ours.size(); ++i) ratios.push_back(ours[i] / raw[i]);
-  std::printf("| %-32s | %9.0f msg/s | %9.0f msg/s | %5.2f |\n", name, Median(ours), Median(raw),
+  std::printf("| %-36s | %9.0f msg/s | %9.0f msg/s | %5.2f |\n", name, Median(ours), Median(raw),
               Median(ratios));
 }
 
@@ -228,8 +228,8 @@ int main(int argc, char** argv) {
     }
     std::printf("%d repetitions of %d messages, %d threads, %u cores\n\n", reps, count,
                 kConcurrency, std::thread::hardware_concurrency());
-    std::printf("| %-32s | %15s | %15s | %5s |\n", "figure", "sink", "raw client", "ratio");
-    std::printf("|%s|%s|%s|%s|\n", std::string(34, '-').c_str(), std::string(17, '-').c_str(),
+    std::printf("| %-36s | %15s | %15s | %5s |\n", "figure", "sink", "raw client", "ratio");
+    std::printf("|%s|%s|%s|%s|\n", std::string(38, '-').c_str(), std::string(17, '-').c_str(),
                 std::string(17, '-').c_str(), std::string(7, '-').c_str());
     Report("NATS JetStream publish, 8 in flight", nats_ours, nats_raw);
     Report("MQTT 5 QoS 1 publish, 8 in flight", mqtt_ours, mqtt_raw);
