@@ -128,5 +128,40 @@ TEST(Classify, AuthenticationStatusesAreConfigurationFailures) {
   }
 }
 
+TEST(ClassifyMqttReasonCode, FollowsTheOutcomeRules) {
+  for (const int delivered : {0x00, 0x10}) {  // success, no matching subscribers
+    EXPECT_EQ(ClassifyMqttReasonCode(delivered).outcome, Outcome::kDelivered);
+  }
+  for (const int endpoint : {0x80, 0x83, 0x97}) {  // unspecified, implementation, quota
+    const Result result = ClassifyMqttReasonCode(endpoint);
+    EXPECT_EQ(result.outcome, Outcome::kEndpointFailure) << endpoint;
+    EXPECT_FALSE(result.configuration_failure) << endpoint;
+  }
+  const Result denied = ClassifyMqttReasonCode(0x87);
+  EXPECT_EQ(denied.outcome, Outcome::kEndpointFailure);
+  EXPECT_TRUE(denied.configuration_failure);
+  EXPECT_NE(denied.error.find("135"), std::string::npos) << denied.error;
+  for (const int message : {0x90, 0x95, 0x99}) {  // topic name, packet size, payload format
+    EXPECT_EQ(ClassifyMqttReasonCode(message).outcome, Outcome::kMessageFailure) << message;
+  }
+}
+
+TEST(ClassifyJetStreamError, ResourcesAreEndpointFailuresAndTheRestMessageFailures) {
+  const Result too_large = ClassifyJetStreamError(10054, "message size exceeds maximum allowed");
+  EXPECT_EQ(too_large.outcome, Outcome::kMessageFailure);
+  EXPECT_EQ(too_large.error,
+            "JetStream error 10054: message size exceeds maximum allowed");
+  EXPECT_EQ(ClassifyJetStreamError(10071, "wrong last sequence").outcome,
+            Outcome::kMessageFailure);
+  for (const int code : {10002, 10005, 10008, 10009, 10023, 10028, 10047, 10053, 10077}) {
+    const Result result = ClassifyJetStreamError(code, "");
+    EXPECT_EQ(result.outcome, Outcome::kEndpointFailure) << code;
+    EXPECT_FALSE(result.configuration_failure) << code;
+  }
+  for (const int code : {10039, 10059, 10076}) {
+    EXPECT_TRUE(ClassifyJetStreamError(code, "").configuration_failure) << code;
+  }
+}
+
 }  // namespace
 }  // namespace outbox::transport

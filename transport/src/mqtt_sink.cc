@@ -39,26 +39,6 @@ void EnsureMosquittoInitialized() {
   std::call_once(once, [] { mosquitto_lib_init(); });
 }
 
-// The MQTT 5 reason codes of a PUBACK, as docs/design.md's outcome rules read
-// them: the broker's state (quota, permissions, its own errors) is an
-// endpoint failure; what is wrong with this publish is a message failure.
-Result ClassifyReasonCode(int reason) {
-  const std::string error = std::string("MQTT reason ") + std::to_string(reason) + " (" +
-                            mosquitto_reason_string(reason) + ")";
-  switch (reason) {
-    case MQTT_RC_PAYLOAD_FORMAT_INVALID:
-    case MQTT_RC_PACKET_TOO_LARGE:
-    case MQTT_RC_TOPIC_NAME_INVALID:
-      return MessageFailure(error);
-    case MQTT_RC_NOT_AUTHORIZED:
-      return EndpointFailure(error, true);
-    default:
-      // Quota exceeded, implementation specific error, unspecified error
-      // and whatever a broker invents: retry later.
-      return EndpointFailure(error);
-  }
-}
-
 // The refusals of mosquitto_publish_v5 itself, before anything is sent.
 Result ClassifyPublishError(int code) {
   const std::string error = std::string("mosquitto: ") + mosquitto_strerror(code);
@@ -265,8 +245,7 @@ class MqttSink final : public Sink {
 
     Result result;
     if (done) {
-      result = reason < 0x80 ? Result{} : ClassifyReasonCode(reason);
-      if (reason < 0x80) result.outcome = Outcome::kDelivered;
+      result = ClassifyMqttReasonCode(reason);
     } else if (aborted) {
       result = EndpointFailure("aborted");
     } else if (!answered) {
@@ -400,3 +379,33 @@ std::unique_ptr<Sink> MakeMqttSink(EndpointOptions options) {
 }
 
 }  // namespace outbox::transport::internal
+
+namespace outbox::transport {
+
+// docs/design.md's outcome rules read for MQTT 5: the broker's state (quota,
+// permissions, its own errors) is an endpoint failure; what is wrong with
+// this publish is a message failure.
+Result ClassifyMqttReasonCode(int reason_code) {
+  Result result;
+  if (reason_code >= 0 && reason_code < 0x80) {
+    result.outcome = Outcome::kDelivered;
+    return result;
+  }
+  const char* name = mosquitto_reason_string(reason_code);
+  const std::string error = "MQTT reason " + std::to_string(reason_code) + " (" +
+                            (name != nullptr ? name : "unknown") + ")";
+  switch (reason_code) {
+    case MQTT_RC_PAYLOAD_FORMAT_INVALID:
+    case MQTT_RC_PACKET_TOO_LARGE:
+    case MQTT_RC_TOPIC_NAME_INVALID:
+      return internal::MessageFailure(error);
+    case MQTT_RC_NOT_AUTHORIZED:
+      return internal::EndpointFailure(error, true);
+    default:
+      // Quota exceeded, implementation specific error, unspecified error
+      // and whatever a broker invents: retry later.
+      return internal::EndpointFailure(error);
+  }
+}
+
+}  // namespace outbox::transport

@@ -214,37 +214,12 @@ class NatsSink final : public Sink {
       case NATS_MAX_PAYLOAD:
         return MessageFailure("message is larger than the server's max_payload");
       case NATS_ERR:
-        if (api_error != 0) return ClassifyApiError(api_error, text);
+        if (api_error != 0) return ClassifyJetStreamError(api_error, text);
         break;
       default:
         break;
     }
     return EndpointFailure(text);
-  }
-
-  static Result ClassifyApiError(jsErrCode code, const std::string& text) {
-    const std::string error = "JetStream error " + std::to_string(code) + ": " + text;
-    switch (code) {
-      // The stream or the server cannot take anything right now.
-      case JSAccountResourcesExceededErr:
-      case JSClusterNoPeersErr:
-      case JSClusterNotAvailErr:
-      case JSClusterNotLeaderErr:
-      case JSInsufficientResourcesErr:
-      case JSMemoryResourcesExceededErr:
-      case JSStorageResourcesExceededErr:
-      case JSStreamStoreFailedErr:  // e.g. a full stream with discard "new"
-      case JSStreamLimitsErr:
-        return EndpointFailure(error);
-      case JSNotEnabledForAccountErr:
-      case JSNotEnabledErr:
-      case JSStreamNotFoundErr:
-        return EndpointFailure(error, true);
-      default:
-        // Message too large for the stream and the other answers about
-        // this one message.
-        return MessageFailure(error);
-    }
   }
 
   // The live connection, (re)made when there is none or it closed. On
@@ -400,3 +375,32 @@ std::unique_ptr<Sink> MakeNatsSink(EndpointOptions options) {
 }
 
 }  // namespace outbox::transport::internal
+
+namespace outbox::transport {
+
+Result ClassifyJetStreamError(int code, std::string_view text) {
+  const std::string error = "JetStream error " + std::to_string(code) + ": " + std::string(text);
+  switch (code) {
+    // The stream or the server cannot take anything right now.
+    case JSAccountResourcesExceededErr:
+    case JSClusterNoPeersErr:
+    case JSClusterNotAvailErr:
+    case JSClusterNotLeaderErr:
+    case JSInsufficientResourcesErr:
+    case JSMemoryResourcesExceededErr:
+    case JSStorageResourcesExceededErr:
+    case JSStreamLimitsErr:
+    case JSStreamStoreFailedErr:  // e.g. a full stream with discard "new"
+      return internal::EndpointFailure(error);
+    case JSNotEnabledForAccountErr:
+    case JSNotEnabledErr:
+    case JSStreamNotFoundErr:
+      return internal::EndpointFailure(error, true);
+    default:
+      // Message too large for the stream and the other answers about this
+      // one message.
+      return internal::MessageFailure(error);
+  }
+}
+
+}  // namespace outbox::transport

@@ -280,6 +280,23 @@ struct Result {
 Result Classify(int curl_code, long http_status, std::string_view retry_after, std::int64_t now_ms,
                 std::int64_t max_retry_after_ms);
 
+// The brokers' answers, classified like HTTP statuses (pure, for tests).
+//
+// An MQTT 5 PUBACK reason code: below 0x80 delivered; 0x87 not authorized an
+// endpoint failure with configuration_failure; 0x90 topic name invalid, 0x95
+// packet too large, 0x99 payload format invalid message failures; anything
+// else (0x97 quota exceeded, 0x83 implementation specific, 0x80 unspecified)
+// an endpoint failure.
+Result ClassifyMqttReasonCode(int reason_code);
+
+// A JetStream API error answering a publish (`code` as in its "err_code",
+// e.g. 10054 message too large): the server's resources or availability
+// (10002, 10005, 10008, 10009, 10023, 10028, 10047, 10053, 10077) are endpoint
+// failures, JetStream missing for the account or the stream gone (10039,
+// 10076, 10059) endpoint failures with configuration_failure; everything else
+// is about this one message: a message failure. `text` goes into the error.
+Result ClassifyJetStreamError(int code, std::string_view text);
+
 // Retry-After as ms from `now_ms`: delta-seconds or an HTTP-date (a past
 // date gives 0). nullopt if the value is neither.
 std::optional<std::int64_t> ParseRetryAfter(std::string_view value, std::int64_t now_ms);
