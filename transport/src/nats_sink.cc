@@ -136,8 +136,15 @@ class NatsSink final : public Sink {
                        [this](const Message& message) { return Push(message); });
   }
 
-  void AbortAll() override { aborted_ = true; }
-  void ResetAbort() override { aborted_ = false; }
+  void AbortAll() override {
+    const std::lock_guard lock(mutex_);
+    aborted_ = true;
+    dialed_.notify_all();
+  }
+  void ResetAbort() override {
+    const std::lock_guard lock(mutex_);
+    aborted_ = false;
+  }
 
  private:
   Result Publish(const Message& message) {
@@ -222,10 +229,23 @@ class NatsSink final : public Sink {
     return EndpointFailure(text);
   }
 
-  // The live connection, (re)made when there is none or it closed. On
+  // The live connection, (re)made when there is none or it closed. One
+  // caller dials at a time, without holding mutex_; the others wait for its
+  // outcome (at most one connect timeout) instead of dialling in turn. On
   // failure returns null and sets `failure`.
   std::shared_ptr<Connection> Connect(Result& failure) {
-    const std::lock_guard lock(mutex_);
+    std::unique_lock lock(mutex_);
+    if (dialing_) {
+      dialed_.wait(lock, [&] { return !dialing_ || aborted_; });
+      if (aborted_) {
+        failure = EndpointFailure("aborted");
+        return nullptr;
+      }
+      if (!current_) {
+        failure = last_dial_failure_;
+        return nullptr;
+      }
+    }
     if (current_) {
       const natsConnStatus status = natsConnection_Status(current_->connection());
       if (status == NATS_CONN_STATUS_CONNECTED) return current_;
@@ -233,11 +253,25 @@ class NatsSink final : public Sink {
         // nats.c reconnects by itself; publishing meanwhile would only sit
         // in its buffer until the timeout.
         failure = EndpointFailure("not connected to the NATS server (reconnecting)",
-                                  auth_failed_.load());
+                                  last_dial_failure_.configuration_failure);
         return nullptr;
       }
       current_.reset();
     }
+    dialing_ = true;
+    lock.unlock();
+    Result dial_failure;
+    std::shared_ptr<Connection> connection = Dial(dial_failure);
+    lock.lock();
+    dialing_ = false;
+    current_ = connection;
+    last_dial_failure_ = connection ? Result{} : dial_failure;
+    dialed_.notify_all();
+    if (!connection) failure = dial_failure;
+    return connection;
+  }
+
+  std::shared_ptr<Connection> Dial(Result& failure) {
     natsOptions* raw = nullptr;
     if (natsOptions_Create(&raw) != NATS_OK) throw std::bad_alloc();
     const std::unique_ptr<natsOptions, OptionsDeleter> nats_options(raw);
@@ -253,12 +287,10 @@ class NatsSink final : public Sink {
     }
     if (status != NATS_OK) {
       const bool auth = status == NATS_CONNECTION_AUTH_FAILED || status == NATS_NOT_PERMITTED;
-      auth_failed_ = auth;
       failure = EndpointFailure(
           (auth ? "authorization violation: " : "no connection: ") + LastError(status), auth);
       return nullptr;
     }
-    auth_failed_ = false;
     jsOptions js_options;
     jsOptions_Init(&js_options);
     js_options.Wait = options_.timeout_ms;
@@ -267,8 +299,7 @@ class NatsSink final : public Sink {
       failure = EndpointFailure("JetStream context: " + LastError(status));
       return nullptr;
     }
-    current_ = std::move(connection);
-    return current_;
+    return connection;
   }
 
   natsStatus Configure(natsOptions* nats_options) {
@@ -359,12 +390,16 @@ class NatsSink final : public Sink {
   const BrokerUrl url_;
   std::string nats_user_jwt_;    // from options_.nats.credentials
   std::string nats_creds_seed_;  // likewise
+  // Read without mutex_ on the publish path; written under it, so that a
+  // wait on dialed_ cannot miss an abort.
   std::atomic<bool> aborted_{false};
-  std::atomic<bool> auth_failed_{false};  // the last connect was refused
   // Counts the server's "Permissions Violation" errors (reported apart from
   // the publish that caused them).
   std::atomic<std::int64_t> permission_violations_{0};
   std::mutex mutex_;
+  std::condition_variable dialed_;       // a dial ended, or an abort
+  bool dialing_ = false;                 // GUARDED_BY(mutex_)
+  Result last_dial_failure_;             // GUARDED_BY(mutex_)
   std::shared_ptr<Connection> current_;  // GUARDED_BY(mutex_)
 };
 
