@@ -53,7 +53,7 @@ struct Rig {
   SQLite::Database app;
   std::unique_ptr<Store> agent;
   std::unique_ptr<Producer> producer;
-  int next = 0;
+  static inline int next = 0;  // keys stay unique across rigs on one file
 
   std::int64_t Enqueue(const std::string& topic) {
     return producer
