@@ -400,7 +400,10 @@ std::int64_t PowerCutVfs::ShmMaps() const {
   return impl_->shm_maps;
 }
 
-const CutSite& PowerCutVfs::Site() const { return impl_->site; }
+CutSite PowerCutVfs::Site() const {
+  std::lock_guard lock(impl_->mutex);
+  return impl_->site;
+}
 
 void PowerCutVfs::Reset() {
   std::lock_guard lock(impl_->mutex);

@@ -61,7 +61,7 @@ class PowerCutVfs {
   std::int64_t Ops() const;
   // Calls of xShmMap since the last Reset(): proof that WAL mode ran here.
   std::int64_t ShmMaps() const;
-  const CutSite& Site() const;
+  CutSite Site() const;
 
   // Forget the unsynced writes as if everything were synced (after a setup
   // step that must survive). Only with every connection closed.
