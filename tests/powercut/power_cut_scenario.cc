@@ -232,11 +232,12 @@ PointResult RunPoint(const PointPlan& plan, const std::string& dir) {
       producer.emplace(*app);
       store::Options options;
       options.path = path;
+      // Last: the loop below runs only if everything above is there.
       retention = std::make_unique<store::Store>(options);
     } catch (const std::exception&) {
       // The power went during start-up.
     }
-    for (int batch = 0; producer && batch < kBatches && !vfs.IsCut(); ++batch) {
+    for (int batch = 0; retention && batch < kBatches && !vfs.IsCut(); ++batch) {
       if (batch % 8 == 7) {
         Label label("checkpoint");
         try {
