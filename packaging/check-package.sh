@@ -208,7 +208,7 @@ case "\$1" in
   *) exit 2 ;;
 esac
 EOF
-for cmd in addgroup adduser usermod systemctl; do
+for cmd in addgroup adduser usermod systemctl deb-systemd-invoke; do
   cat >"$stubs/$cmd" <<EOF
 #!/bin/sh
 echo "$cmd \$*" >>"$work/calls"
@@ -237,7 +237,7 @@ addgroup --system --quiet outbox
 adduser --system --quiet --ingroup outbox --no-create-home --home /nonexistent --shell /usr/sbin/nologin --gecos edge-outbox agent outbox
 systemctl --system daemon-reload
 systemctl --system daemon-reload
-systemctl stop outboxd@*.service
+deb-systemd-invoke stop outboxd@*.service
 systemctl --system daemon-reload
 usermod --lock --expiredate 1 outbox
 systemctl --system daemon-reload
