@@ -22,8 +22,8 @@
 #      the man pages render without warnings;
 #   5. the systemd unit passes systemd-analyze verify and keeps its
 #      hardening (security exposure at most 2.0);
-#   6. the example config is valid JSON; the alert rules pass promtool check
-#      rules and cover the four alarms;
+#   6. the example config is docs/configuration.md's; the alert rules pass
+#      promtool check rules and cover the four alarms;
 #   7. the maintainer scripts, run against stub commands: the user and group
 #      are created once, nothing is ever enabled or started;
 #   8. a staged install (DESTDIR): tests/consumer builds with
@@ -263,9 +263,15 @@ done
 ok "unit: systemd-analyze verify clean; ${exposure#→ }"
 
 # --- 6. example config and alert rules ------------------------------------------
-python3 -c 'import json, sys; json.load(open(sys.argv[1]))' "$root/etc/outbox/outboxd.example.json" ||
-  fail "the example config is not valid JSON"
-ok "example config: valid JSON"
+python3 - "$root/etc/outbox/outboxd.example.json" "$src/docs/configuration.md" <<'PY' || fail "example config"
+import json, re, sys
+text = open(sys.argv[1]).read()
+json.loads(text)
+block = re.search(r"```json\n(.*?)```", open(sys.argv[2]).read(), re.S)
+if not block or block.group(1) != text:
+    sys.exit("outboxd.example.json differs from the config example in docs/configuration.md")
+print("  ok  example config: valid JSON, identical to docs/configuration.md's")
+PY
 rules="$root/usr/share/edge-outbox/prometheus/outbox-alerts.yml"
 promtool check rules "$rules" >"$work/promtool.log" 2>&1 ||
   { cat "$work/promtool.log" >&2; fail "promtool check rules $(basename "$rules")"; }
