@@ -234,6 +234,20 @@ class NodeSnippetTest(SnippetTestCase):
         self.check_snippet("node")
 
 
+class DocsTest(unittest.TestCase):
+    """docs/producers-languages.md shows exactly the code the tests run."""
+
+    def test_the_pages_examples_are_the_tested_files(self):
+        with open(os.path.join(ROOT, "docs", "producers-languages.md"), encoding="utf-8") as f:
+            page = f.read()
+        for language, path in (("go", "go/enqueue.go"), ("js", "node/enqueue.js")):
+            with self.subTest(path=path):
+                with open(os.path.join(SNIPPETS, path), encoding="utf-8") as f:
+                    code = f.read()
+                self.assertIn(f"```{language}\n{code}```\n", page,
+                              f"docs/producers-languages.md does not quote packaging/producers/{path}")
+
+
 def main():
     import argparse
 
