@@ -302,6 +302,14 @@ foreach(_prog IN LISTS OUTBOX_INSTALL_PROGRAMS)
   endif()
   install(TARGETS ${_prog}
     RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR} COMPONENT Runtime)
+  # CMake's strip keeps the compiler's .comment; dh_strip drops it too.
+  install(CODE "
+    if(CMAKE_INSTALL_DO_STRIP)
+      execute_process(COMMAND \"${CMAKE_STRIP}\" --remove-section=.comment --remove-section=.note
+          \"\$ENV{DESTDIR}\${CMAKE_INSTALL_PREFIX}/${CMAKE_INSTALL_BINDIR}/${_prog}\"
+        COMMAND_ERROR_IS_FATAL ANY)
+    endif()"
+    COMPONENT Runtime)
 endforeach()
 
 # The unit in the source tree names the Debian paths; elsewhere, rewrite them.
@@ -428,13 +436,22 @@ if(OUTBOX_MANPAGES)
   add_custom_target(outbox_man_pages ALL DEPENDS ${_outbox_man_pages})
 endif()
 
+# What lintian reports about text that is not ours, explained where it is.
+install(FILES "${PROJECT_SOURCE_DIR}/packaging/debian/edge-outbox.lintian-overrides"
+  DESTINATION "${CMAKE_INSTALL_DATAROOTDIR}/lintian/overrides"
+  RENAME edge-outbox
+  COMPONENT Runtime)
+
 set(CPACK_GENERATOR DEB)
 set(CPACK_DEB_COMPONENT_INSTALL ON)
 set(CPACK_COMPONENTS_ALL Runtime Development)
 set(CPACK_PACKAGE_NAME edge-outbox)
 set(CPACK_PACKAGE_VENDOR "edge-outbox developers")
 set(CPACK_PACKAGE_CONTACT "edge-outbox developers <dev@edge-outbox.invalid>")
-set(CPACK_PACKAGE_DESCRIPTION_SUMMARY "${PROJECT_DESCRIPTION}")
+# Each package's description below starts with its own synopsis line. CPack
+# prepends CPACK_PACKAGE_DESCRIPTION_SUMMARY to it unless the summary is
+# CPack's default text, so it is set to exactly that.
+set(CPACK_PACKAGE_DESCRIPTION_SUMMARY "${CMAKE_PROJECT_NAME} built using CMake")
 set(CPACK_PACKAGING_INSTALL_PREFIX "${CMAKE_INSTALL_PREFIX}")
 set(CPACK_STRIP_FILES ON)
 set(CPACK_DEBIAN_FILE_NAME DEB-DEFAULT)
@@ -442,11 +459,12 @@ set(CPACK_DEBIAN_PACKAGE_PRIORITY optional)
 set(CPACK_DEBIAN_PACKAGE_CONTROL_STRICT_PERMISSION ON)
 
 # edge-outbox: runtime libraries from dpkg-shlibdeps; postinst needs
-# adduser, prerm deb-systemd-invoke (init-system-helpers).
+# adduser (prerm's deb-systemd-invoke is in init-system-helpers, which is
+# essential).
 set(CPACK_DEBIAN_RUNTIME_PACKAGE_NAME edge-outbox)
 set(CPACK_DEBIAN_RUNTIME_PACKAGE_SECTION net)
 set(CPACK_DEBIAN_RUNTIME_PACKAGE_SHLIBDEPS ON)
-set(CPACK_DEBIAN_RUNTIME_PACKAGE_DEPENDS "adduser, init-system-helpers")
+set(CPACK_DEBIAN_RUNTIME_PACKAGE_DEPENDS "adduser")
 # Only the Python module needs python3.
 set(CPACK_DEBIAN_RUNTIME_PACKAGE_SUGGESTS "python3")
 set(CPACK_DEBIAN_RUNTIME_DESCRIPTION
