@@ -25,6 +25,9 @@ root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 jobs=$(nproc)
 
 # Everything the build, the tests and the demo need, by Debian package name.
+# prometheus is there for promtool (Debian has no smaller package with it); on
+# a machine running systemd it also enables a Prometheus server on :9090
+# (`systemctl disable --now prometheus` if that is unwanted).
 packages=(
   build-essential cmake ninja-build pkg-config git clang-14 libclang-rt-14-dev
   libsqlite3-dev sqlite3 libsqlitecpp-dev libcurl4-openssl-dev libssl-dev
