@@ -157,7 +157,7 @@ validators() {
   fi
   rm -rf "$unit_dir"
   echo "  ok  systemd-analyze verify outboxd@.service"
-  promtool check rules "$root"/packaging/prometheus/*.yml | sed 's/^/  /'
+  promtool check rules "$root"/packaging/prometheus/*.yml | sed '/^ *$/d; s/^/  /'
   stage_done
 }
 
