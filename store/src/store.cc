@@ -252,6 +252,26 @@ const std::string& Store::database_id() const { return impl_->database_id; }
 const std::string& Store::path() const { return impl_->options.path; }
 SQLite::Database& Store::connection() { return *impl_->db; }
 
+void Store::Checkpoint() {
+  Wrap("checkpoint", [&] { impl_->db->exec(sql::kCheckpointTruncate); });
+}
+
+void Store::ReclaimFreePages() {
+  Wrap("reclaim free pages", [&] { impl_->db->exec(sql::kIncrementalVacuum); });
+}
+
+StoreError::Kind StoreError::kind() const noexcept {
+  switch (sqlite_code_ & 0xff) {
+    case SQLITE_BUSY:
+    case SQLITE_LOCKED:
+      return Kind::kBusy;
+    case SQLITE_FULL:
+      return Kind::kFull;
+    default:
+      return Kind::kOther;
+  }
+}
+
 Store::WriteTransaction::WriteTransaction(Store& store) : store_(store) {
   Wrap("begin write transaction", [&] { store_.impl_->db->exec("BEGIN IMMEDIATE"); });
 }
