@@ -117,7 +117,7 @@ void DeliveryWorker::Resolve(Route& route, Loaded& item, const HandlerResult& re
   health.breaker_closed = breaker.IsClosed();
   health.last_ack_wall_ms = breaker.last_ack_wall_ms();
   health.stopping = rt_.stopping.load();
-  const double unit = result.outcome == Outcome::kEndpointFailure ? rt_.Unit() : 0.0;
+  const double unit = result.outcome != Outcome::kDelivered ? rt_.Unit() : 0.0;
   const std::int64_t now = rt_.clock->WallMs();
   const Decision decision = Decide(item.row, result, health, route.options.retry, now, unit);
   if (decision.endpoint_gone && breaker.MarkGone()) {
