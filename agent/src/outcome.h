@@ -1,6 +1,7 @@
-// What a send's result does to the row: a pure function of the row, the
-// handler's result, the endpoint's health, the retry policy and the time.
-// No I/O, no locks; the delivery worker applies the decision. Not installed.
+// What a send's result does to the row (docs/design.md "Outcomes" and
+// "Runtime rules"): a pure function of the row, the handler's result, the
+// endpoint's health, the retry policy and the time. No I/O, no locks; the
+// delivery worker applies the decision. Not installed.
 #pragma once
 
 #include <cstdint>

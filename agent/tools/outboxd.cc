@@ -1,4 +1,4 @@
-// outboxd: the sidecar daemon (DESIGN.md "Process model"). Delivers the rows
+// outboxd: the sidecar daemon (docs/operations.md). Delivers the rows
 // that applications in any language insert with plain SQL, serves /metrics
 // and /healthz, stops cleanly on SIGTERM/SIGINT and reloads on SIGHUP.
 //
@@ -53,7 +53,7 @@ constexpr std::chrono::milliseconds kReloadGrace{5'000};
 // /metrics and /healthz are scraped rarely; two threads are plenty.
 constexpr std::size_t kHttpThreads = 2;
 
-// DESIGN.md: secrets are never written inline. The parser still accepts an
+// Secrets are never meant to be written inline. The parser still accepts an
 // inline credential with a warning (handy in a quick test), but not in a
 // file that every user of the machine may read: then the key is named and
 // the start (or the reload) is refused. A file readable by its group only
