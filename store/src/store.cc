@@ -143,18 +143,10 @@ struct Store::Impl {
   template <typename Body>
   auto Atomically(Body&& body) -> decltype(body()) {
     if (InTransaction()) return body();
-    db->exec("BEGIN IMMEDIATE");
-    try {
-      auto result = body();
-      db->exec("COMMIT");
-      return result;
-    } catch (...) {
-      try {
-        db->exec("ROLLBACK");
-      } catch (...) {  // the original error matters more
-      }
-      throw;
-    }
+    c_api::RawTransaction transaction(db->getHandle(), "");
+    auto result = body();
+    transaction.Commit();
+    return result;
   }
 
   bool Transition(const char* text, const Lease& lease, std::int64_t now) {
@@ -272,22 +264,13 @@ StoreError::Kind StoreError::kind() const noexcept {
   }
 }
 
-Store::WriteTransaction::WriteTransaction(Store& store) : store_(store) {
-  Wrap("begin write transaction", [&] { store_.impl_->db->exec("BEGIN IMMEDIATE"); });
-}
+Store::WriteTransaction::WriteTransaction(Store& store)
+    : transaction_(
+          std::make_unique<c_api::RawTransaction>(store.impl_->db->getHandle(), "write transaction")) {}
 
-Store::WriteTransaction::~WriteTransaction() {
-  if (!open_) return;
-  try {
-    store_.impl_->db->exec("ROLLBACK");
-  } catch (...) {  // nothing left to undo
-  }
-}
+Store::WriteTransaction::~WriteTransaction() = default;
 
-void Store::WriteTransaction::Commit() {
-  Wrap("commit", [&] { store_.impl_->db->exec("COMMIT"); });
-  open_ = false;
-}
+void Store::WriteTransaction::Commit() { transaction_->Commit(); }
 
 std::optional<Claimed> Store::ClaimById(std::int64_t id, std::string_view owner,
                                         std::int64_t lease_expires_at, std::int64_t now) {

@@ -35,6 +35,10 @@ class Database;
 
 namespace outbox::store {
 
+namespace c_api {
+class RawTransaction;  // the store's transaction guard (internal)
+}
+
 // Bump with every migration in store/src/schema.cc.
 inline constexpr int kSchemaVersion = 2;
 // Keys longer than this are rejected (they end up in HTTP headers and logs).
@@ -200,10 +204,6 @@ class Producer {
   struct Impl;
   std::unique_ptr<Impl> impl_;
 };
-
-namespace c_api {
-class RawTransaction;  // store/src/c_api.h
-}
 
 // A row a ProducerTransaction inserted.
 struct EnqueuedRow {
@@ -386,11 +386,11 @@ class Store {
     ~WriteTransaction();
     WriteTransaction(const WriteTransaction&) = delete;
     WriteTransaction& operator=(const WriteTransaction&) = delete;
+    // Throws StoreError (rolled back) if COMMIT fails.
     void Commit();
 
    private:
-    Store& store_;
-    bool open_ = true;
+    std::unique_ptr<c_api::RawTransaction> transaction_;
   };
 
   // --- transitions: each returns how many rows it changed -----------------
