@@ -27,7 +27,10 @@
 include(CMakePackageConfigHelpers)
 
 # Libraries in link order (a library before the ones it uses), then programs.
-set(OUTBOX_INSTALL_LIBRARIES outbox_agent outbox_transport outbox_store)
+# outbox_row_json and outbox_util are internal (no headers installed): their
+# archives go along so that static builds of the others link.
+set(OUTBOX_INSTALL_LIBRARIES
+  outbox_agent outbox_row_json outbox_transport outbox_store outbox_util)
 set(OUTBOX_INSTALL_PROGRAMS outboxd outboxctl)
 
 set(OUTBOX_INSTALL_CMAKEDIR "" CACHE STRING
@@ -182,10 +185,12 @@ foreach(_lib IN LISTS OUTBOX_INSTALL_LIBRARIES)
     RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR} COMPONENT Runtime
     INCLUDES DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
   get_target_property(_src ${_lib} SOURCE_DIR)
-  install(DIRECTORY "${_src}/include/"
-    DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}
-    COMPONENT Development
-    FILES_MATCHING PATTERN "*.h")
+  if(IS_DIRECTORY "${_src}/include" AND NOT _lib MATCHES "^outbox_(row_json|util)$")
+    install(DIRECTORY "${_src}/include/"
+      DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}
+      COMPONENT Development
+      FILES_MATCHING PATTERN "*.h")
+  endif()
   get_target_property(_out ${_lib} OUTPUT_NAME)
   if(NOT _out)
     set(_out ${_lib})

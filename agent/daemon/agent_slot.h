@@ -1,0 +1,32 @@
+// The agent that currently delivers, swapped on reload and taken out on stop.
+// Thread-safe: every call into the agent from the HTTP threads happens under
+// the mutex, so the daemon never stops or destroys an agent while a handler
+// uses it. Internal to the daemon library.
+#pragma once
+
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+
+#include "outbox/agent.h"
+
+namespace outbox::daemon {
+
+class AgentSlot {
+ public:
+  void Put(std::unique_ptr<agent::Agent> agent);
+  // The agent, or null; the slot is empty afterwards.
+  std::unique_ptr<agent::Agent> Take();
+  // True when an agent is in the slot and running.
+  bool Running() const;
+  // Prometheus text, or nullopt when no agent is in the slot. Throws what
+  // Agent::Snapshot throws (a failed database read).
+  std::optional<std::string> RenderMetrics();
+
+ private:
+  mutable std::mutex mutex_;
+  std::unique_ptr<agent::Agent> agent_;  // guarded by mutex_
+};
+
+}  // namespace outbox::daemon
