@@ -115,9 +115,7 @@ std::string ArchiveLine(const store::Row& row, std::string_view message_id) {
   options.with_payload = true;
   options.payload_as_base64 = true;
   options.message_id = message_id;
-  std::string line = RowToJson(row, options);
-  line += '\n';
-  return line;
+  return RowToJson(row, options);
 }
 
 std::string StatsToJson(const store::Stats& stats, std::string_view database_id,

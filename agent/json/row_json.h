@@ -38,8 +38,8 @@ std::string RowToJson(const store::Row& row, const RowJsonOptions& options = {})
 // Rows as a JSON array.
 std::string RowsToJson(const std::vector<store::Row>& rows, const RowJsonOptions& options = {});
 
-// A line of the retention archive: the row with its payload as base64 and its
-// message_id, then '\n'.
+// A line of the retention archive, without its line end: the row with its
+// payload as base64 and its message_id.
 std::string ArchiveLine(const store::Row& row, std::string_view message_id);
 
 // The store's numbers: database_id, undelivered, db_bytes, wal_bytes,

@@ -129,6 +129,18 @@ class DaemonTest : public ::testing::Test {
     return server;
   }
 
+  // Starts the daemon with `stop_grace` and one row whose send the receiver
+  // holds; returns the row's id once the request has arrived.
+  std::int64_t StartWithASendHeld(std::chrono::milliseconds stop_grace) {
+    TestServer* receiver = HoldingReceiver();
+    DaemonOptions options;
+    options.stop_grace = stop_grace;
+    StartDaemon(ConfigFor(receiver->Url("/events")), options);
+    const std::int64_t id = Insert("held");
+    EXPECT_TRUE(receiver->WaitForRequests(1, kDeadline));
+    return id;
+  }
+
   outbox::testing::TempDir dir_;
   std::string db_path_ = dir_.File("app.db");
   std::string config_path_ = dir_.File("outboxd.json");
@@ -173,13 +185,7 @@ TEST_F(DaemonTest, SighupWithABrokenFileKeepsTheRunningConfiguration) {
 }
 
 TEST_F(DaemonTest, StopLetsASendInFlightFinishWithinTheGracePeriod) {
-  TestServer* receiver = HoldingReceiver();
-  DaemonOptions options;
-  options.stop_grace = std::chrono::minutes(10);
-  StartDaemon(ConfigFor(receiver->Url("/events")), options);
-  const std::int64_t id = Insert("in-flight");
-  ASSERT_TRUE(receiver->WaitForRequests(1, kDeadline));
-
+  const std::int64_t id = StartWithASendHeld(std::chrono::minutes(10));
   Send(SIGTERM);
   EXPECT_EQ(StatusOf(id), store::Status::kInFlight);
   release_.set_value();
@@ -188,13 +194,7 @@ TEST_F(DaemonTest, StopLetsASendInFlightFinishWithinTheGracePeriod) {
 }
 
 TEST_F(DaemonTest, SecondStopSignalAbortsTheSendInFlight) {
-  TestServer* receiver = HoldingReceiver();
-  DaemonOptions options;
-  options.stop_grace = std::chrono::minutes(10);
-  StartDaemon(ConfigFor(receiver->Url("/events")), options);
-  const std::int64_t id = Insert("aborted");
-  ASSERT_TRUE(receiver->WaitForRequests(1, kDeadline));
-
+  const std::int64_t id = StartWithASendHeld(std::chrono::minutes(10));
   Send(SIGTERM);
   Send(SIGINT);
   // Well inside the ten-minute grace: the second signal ended it.
@@ -204,23 +204,15 @@ TEST_F(DaemonTest, SecondStopSignalAbortsTheSendInFlight) {
 }
 
 TEST_F(DaemonTest, StopAbortsWhatIsStillInFlightWhenTheGracePeriodEnds) {
-  TestServer* receiver = HoldingReceiver();
-  DaemonOptions options;
-  options.stop_grace = std::chrono::milliseconds(100);
-  StartDaemon(ConfigFor(receiver->Url("/events")), options);
-  const std::int64_t id = Insert("too-slow");
-  ASSERT_TRUE(receiver->WaitForRequests(1, kDeadline));
-
+  const std::int64_t id = StartWithASendHeld(std::chrono::milliseconds(100));
   Send(SIGTERM);
   EXPECT_EQ(ExitStatus(), kExitOk);
   EXPECT_EQ(StatusOf(id), store::Status::kPending);
 }
 
 TEST_F(DaemonTest, HealthzTurnsUnavailableOnceAStopBegins) {
-  TestServer* receiver = HoldingReceiver();
-  DaemonOptions options;
-  options.stop_grace = std::chrono::minutes(10);
-  StartDaemon(ConfigFor(receiver->Url("/events")), options);
+  // The held send keeps the stop in its grace period.
+  StartWithASendHeld(std::chrono::minutes(10));
   httplib::Client metrics("127.0.0.1", daemon_->metrics_port());
   auto health = metrics.Get("/healthz");
   ASSERT_TRUE(health);
@@ -230,8 +222,6 @@ TEST_F(DaemonTest, HealthzTurnsUnavailableOnceAStopBegins) {
   EXPECT_EQ(text->status, 200);
   EXPECT_NE(text->body.find("outbox_"), std::string::npos);
 
-  Insert("held");  // keeps the stop in its grace period
-  ASSERT_TRUE(receiver->WaitForRequests(1, kDeadline));
   Send(SIGTERM);
   health = metrics.Get("/healthz");
   ASSERT_TRUE(health);
