@@ -1,5 +1,5 @@
-// outbox-receiver: an example receiver built on store::Inbox (seed 003
-// §3.4, the receiving side of the pattern).
+// outbox-receiver: an example receiver built on store::Inbox (docs/receiving.md,
+// the receiving side of the pattern).
 //
 // Every POST is one message. It is applied to this program's own SQLite
 // table, orders_received, and its Idempotency-Key is recorded by the Inbox in

@@ -16,7 +16,7 @@
 #      --check-config on the example config, once outboxd is built);
 #   5. the systemd unit passes systemd-analyze verify and keeps its
 #      hardening (security exposure at most 2.0);
-#   6. the example config is DESIGN.md's; the alert rules parse and cover the
+#   6. the example config is docs/configuration.md's; the alert rules parse and cover the
 #      four alarms;
 #   7. the maintainer scripts, run against stub commands: the user and group
 #      are created once, nothing is ever enabled or started;
@@ -170,18 +170,14 @@ done
 ok "unit: systemd-analyze verify clean; ${exposure#→ }"
 
 # --- 6. example config and alert rules ------------------------------------------
-python3 - "$root/etc/outbox/outboxd.example.json" "$src/../shared/DESIGN.md" <<'PY' || fail "example config"
-import json, os, re, sys
+python3 - "$root/etc/outbox/outboxd.example.json" "$src/docs/configuration.md" <<'PY' || fail "example config"
+import json, re, sys
 text = open(sys.argv[1]).read()
 json.loads(text)
-design = sys.argv[2]
-if os.path.exists(design):
-    block = re.search(r"```json\n(.*?)```", open(design).read(), re.S)
-    if not block or block.group(1) != text:
-        sys.exit("outboxd.example.json differs from the config example in DESIGN.md")
-    print("  ok  example config: valid JSON, identical to DESIGN.md's")
-else:
-    print("  ok  example config: valid JSON (DESIGN.md not beside the repository)")
+block = re.search(r"```json\n(.*?)```", open(sys.argv[2]).read(), re.S)
+if not block or block.group(1) != text:
+    sys.exit("outboxd.example.json differs from the config example in docs/configuration.md")
+print("  ok  example config: valid JSON, identical to docs/configuration.md's")
 PY
 python3 - "$root/usr/share/edge-outbox/prometheus/outbox-alerts.yml" <<'PY' || fail "alert rules"
 import sys, yaml

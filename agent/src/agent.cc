@@ -1,5 +1,5 @@
 // The agent: eager dispatch after commit, the sweeper, per-route pools, the
-// outcome rules of DESIGN.md, retention and a clean stop.
+// outcome rules of docs/design.md, retention and a clean stop.
 #include "outbox/agent.h"
 
 #include <SQLiteCpp/Database.h>
@@ -392,7 +392,7 @@ struct Agent::Impl {
     for (Loaded& item : items) Resolve(route, item, result);
   }
 
-  // --- outcomes (DESIGN.md "Outcome" and "Runtime rules") ---------------------
+  // --- outcomes (docs/design.md "Outcomes" and "Runtime rules") --------------
 
   void Resolve(Route& route, Loaded& item, const HandlerResult& result) {
     switch (result.outcome) {

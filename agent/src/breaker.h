@@ -1,4 +1,4 @@
-// A circuit breaker per endpoint (DESIGN.md "Runtime rules").
+// A circuit breaker per endpoint (docs/design.md "Runtime rules").
 #pragma once
 
 #include <atomic>

@@ -1,6 +1,6 @@
 // CommitWatcher: notices commits of other processes to the database, so that
 // the sidecar sends rows inserted with plain SQL within milliseconds instead
-// of at the next sweep (DESIGN.md "Process model").
+// of at the next sweep (docs/design.md "Components").
 //
 // inotify on the database's directory wakes it when the file or its -wal
 // changes (the -wal file is deleted and recreated, so the directory is

@@ -1,4 +1,4 @@
-// outboxd's JSON configuration (DESIGN.md "Command line and configuration")
+// outboxd's JSON configuration (docs/configuration.md)
 // onto Options. Every error is one line that starts with the key path, e.g.
 // `topics."order.created".retry.max_attempts: expected a positive integer`;
 // the value of a secret never appears in an error or a warning.
@@ -337,7 +337,7 @@ std::vector<std::string> ReadHeaders(Section& section, transport::Headers& heade
 }
 
 // Signing secrets: one string or an array of them (rotation: the receiver
-// accepts any one signature). DESIGN.md wants secrets out of the file, but an
+// accepts any one signature). Secrets belong outside the file, but an
 // inline "whsec_..." still works (with a warning) so that a quick test does
 // not need an environment variable.
 void ReadSigningSecrets(Section& topic, std::vector<std::string>& secrets) {

@@ -1,7 +1,7 @@
-// outboxd: the sidecar daemon. Delivers the rows that applications in any
-// language insert with plain SQL, serves /metrics and /healthz, stops cleanly
-// on SIGTERM/SIGINT and reloads on SIGHUP. The logic is the daemon library
-// (agent/daemon/daemon.h); this file parses flags and picks the log sink.
+// outboxd: the sidecar daemon (docs/operations.md). Delivers the rows that
+// applications in any language insert with plain SQL, serves /metrics and
+// /healthz, stops cleanly on SIGTERM/SIGINT and reloads on SIGHUP. The logic
+// is the daemon library (agent/daemon/daemon.h); this file parses flags.
 //
 // Exit status: 0 after a clean stop or a good --check-config, 1 when the
 // database or the environment fails, 2 for bad flags or a bad config. Errors

@@ -1,5 +1,5 @@
 // The receiving side: Idempotency-Keys recorded under a unique key, inside
-// the receiver's own transaction (seed 003 §3.4).
+// the receiver's own transaction (docs/receiving.md).
 //
 // Uses the C API, like the Producer, because the caller may hand us a bare
 // sqlite3*.

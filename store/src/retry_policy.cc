@@ -1,4 +1,4 @@
-// Retry policy maths (seed 000 §2.2, seed 003 for jitter). Pure functions.
+// Retry policy maths (docs/design.md "Retry policy"). Pure functions.
 #include <algorithm>
 #include <cmath>
 #include <stdexcept>

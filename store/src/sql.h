@@ -22,7 +22,7 @@ inline constexpr char kInitDatabaseId[] =
     "INSERT OR IGNORE INTO outbox_meta(key, value)"
     " VALUES('database_id', lower(hex(randomblob(16))))";
 
-// Migration 1: the table of DESIGN.md plus the store's own columns
+// Migration 1: the table of docs/design.md plus the store's own columns
 // (lease_token fences late writers; lease_expires_at, last_attempt_at,
 // crashes, quarantined and operator_retries serve resilience and audit),
 // and the store's own small tables.
@@ -363,7 +363,7 @@ CREATE TABLE IF NOT EXISTS outbox_inbox(
 CREATE INDEX IF NOT EXISTS outbox_inbox_received ON outbox_inbox(received_at);
 )sql";
 // The unique key decides, never a prior SELECT: two deliveries racing each
-// other cannot both insert (seed 003 §3.4). sqlite3_changes() tells which.
+// other cannot both insert (docs/receiving.md). sqlite3_changes() tells which.
 // ?1 key, ?2 received_at
 inline constexpr char kInboxRecord[] =
     "INSERT INTO outbox_inbox(key, received_at) VALUES(?1, ?2) ON CONFLICT(key) DO NOTHING";

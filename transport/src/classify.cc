@@ -1,4 +1,4 @@
-// DESIGN.md "Outcome": the one place that decides what a response means.
+// docs/design.md "Outcomes": the one place that decides what a response means.
 #include <curl/curl.h>
 
 #include <algorithm>

@@ -1,4 +1,4 @@
-// Request headers: DESIGN.md "HTTP contract".
+// Request headers: docs/design.md "HTTP contract".
 #include <array>
 #include <stdexcept>
 #include <string>

@@ -73,7 +73,7 @@ struct HandlerResult {
   std::string error;                           // for last_error; no secrets
 };
 
-// Delivers messages of one topic (seed 000's RetryTaskHandler). Called
+// Delivers messages of one topic in the application's own way. Called
 // concurrently from the topic's workers, so it must be thread-safe. Must not
 // throw; an exception is caught and treated as an endpoint failure.
 class Handler {
@@ -303,7 +303,7 @@ class Transaction {
 };
 
 // ---------------------------------------------------------------------------
-// Configuration file (DESIGN.md "Command line and configuration").
+// Configuration file (docs/configuration.md).
 
 struct Config {
   Options options;

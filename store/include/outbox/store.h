@@ -5,7 +5,7 @@
 //    application's open transaction. One Producer per connection; it caches
 //    prepared statements, so keep it as long as the connection.
 //  - Store: the agent's and the admin tool's own connection. Every state
-//    transition of DESIGN.md is one guarded statement here; several may share
+//    transition of docs/design.md is one guarded statement here; several may share
 //    one write transaction (group commit).
 //  - Inbox: the receiving side. A receiver records each message's
 //    Idempotency-Key inside its own transaction, so that a message delivered
@@ -431,7 +431,7 @@ class Store {
 };
 
 // ---------------------------------------------------------------------------
-// The receiving side (seed 003 §3.4): delivery is at-least-once, so a
+// The receiving side (docs/receiving.md): delivery is at-least-once, so a
 // receiver applies a message and records its Idempotency-Key in ONE
 // transaction of its own. The key's PRIMARY KEY decides whether it is new
 // (never a SELECT before the INSERT: two deliveries racing each other would

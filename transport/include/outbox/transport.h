@@ -1,6 +1,6 @@
 // outbox/transport.h: pushing outbox messages to an HTTP endpoint.
 //
-// DESIGN.md "HTTP contract" is the specification. An Endpoint POSTs one
+// docs/design.md "HTTP contract" is the specification. An Endpoint POSTs one
 // message (or one batch) and says exactly what happened as a Result; the
 // agent turns that into state transitions, breaker decisions and metrics.
 //
@@ -36,7 +36,7 @@ using Headers = std::vector<Header>;
 // (never the secret) if the variable is unset or the file unreadable.
 std::string ResolveSecret(std::string_view value, std::string_view field);
 
-// The message id of DESIGN.md: lowercase hex SHA-256 over a length-prefixed
+// The message id of docs/design.md: lowercase hex SHA-256 over a length-prefixed
 // encoding of (database_id, topic, key). Identical on every retry, unique
 // across devices (each database has its own identity). It is the
 // Idempotency-Key, ce-id and webhook-id of the message.
@@ -229,7 +229,7 @@ struct Result {
   std::int64_t duration_us = 0;
 };
 
-// The one classification of DESIGN.md "Outcome". `curl_code` is libcurl's
+// The one classification of docs/design.md "Outcomes". `curl_code` is libcurl's
 // result (0 = a response arrived), `http_status` its status, `retry_after`
 // the Retry-After header ("" if none), `now_ms` the current time (for an
 // HTTP-date). Sets outcome, http_status, endpoint_gone, retry_after_ms
