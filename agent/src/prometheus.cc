@@ -4,13 +4,14 @@
 
 #include <algorithm>
 #include <charconv>
-#include <chrono>
 #include <cmath>
 #include <initializer_list>
 #include <map>
 #include <set>
 #include <string_view>
 #include <utility>
+
+#include "util/clock.h"
 
 namespace outbox::agent {
 namespace {
@@ -279,9 +280,7 @@ std::string RenderPrometheus(const MetricsSnapshot& snapshot, std::int64_t now_m
 }
 
 std::string RenderPrometheus(const MetricsSnapshot& snapshot) {
-  const auto now = std::chrono::system_clock::now().time_since_epoch();
-  return RenderPrometheus(snapshot,
-                          std::chrono::duration_cast<std::chrono::milliseconds>(now).count());
+  return RenderPrometheus(snapshot, util::NowMs());
 }
 
 }  // namespace outbox::agent
