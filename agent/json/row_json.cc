@@ -26,57 +26,58 @@ void WriteString(JsonWriter& json, std::string_view text) {
   json.String(valid.data(), static_cast<rapidjson::SizeType>(valid.size()));
 }
 
-void WriteOptional(JsonWriter& json, const std::optional<std::string>& text) {
+// One member of the object being written.
+void Put(JsonWriter& json, const char* key, std::string_view text) {
+  json.Key(key);
+  WriteString(json, text);
+}
+// A column that may be NULL.
+void PutNullable(JsonWriter& json, const char* key, const std::optional<std::string>& text) {
+  json.Key(key);
   text ? WriteString(json, *text) : (void)json.Null();
+}
+void Put(JsonWriter& json, const char* key, int number) {
+  json.Key(key);
+  json.Int(number);
+}
+void Put(JsonWriter& json, const char* key, std::int64_t number) {
+  json.Key(key);
+  json.Int64(number);
+}
+void Put(JsonWriter& json, const char* key, std::uint64_t number) {
+  json.Key(key);
+  json.Uint64(number);
+}
+void Put(JsonWriter& json, const char* key, double number) {
+  json.Key(key);
+  json.Double(number);
 }
 
 void WriteRow(JsonWriter& json, const store::Row& row, const RowJsonOptions& options) {
   json.StartObject();
-  json.Key("id");
-  json.Int64(row.id);
-  json.Key("topic");
-  WriteString(json, row.topic);
-  json.Key("msg_key");
-  WriteString(json, row.key);
-  if (!options.message_id.empty()) {
-    json.Key("message_id");
-    WriteString(json, options.message_id);
-  }
-  json.Key("status");
-  WriteString(json, store::StatusName(row.status));
-  json.Key("attempts");
-  json.Int(row.attempts);
-  json.Key("next_attempt_at");
-  json.Int64(row.next_attempt_at);
-  json.Key("created_at");
-  json.Int64(row.created_at);
-  json.Key("updated_at");
-  json.Int64(row.updated_at);
-  if (row.status == store::Status::kDelivered) {
-    // The last change of a delivered row is its delivery.
-    json.Key("delivered_at");
-    json.Int64(row.updated_at);
-  }
-  json.Key("lease_owner");
-  WriteOptional(json, row.lease_owner);
-  json.Key("last_error");
-  WriteOptional(json, row.last_error);
-  json.Key("crashes");
-  json.Int(row.crashes);
-  json.Key("operator_retries");
-  json.Int(row.operator_retries);
-  json.Key("payload_bytes");
-  json.Uint64(row.payload.size());
+  Put(json, "id", row.id);
+  Put(json, "topic", row.topic);
+  Put(json, "msg_key", row.key);
+  if (!options.message_id.empty()) Put(json, "message_id", options.message_id);
+  Put(json, "status", store::StatusName(row.status));
+  Put(json, "attempts", row.attempts);
+  Put(json, "next_attempt_at", row.next_attempt_at);
+  Put(json, "created_at", row.created_at);
+  Put(json, "updated_at", row.updated_at);
+  // The last change of a delivered row is its delivery.
+  if (row.status == store::Status::kDelivered) Put(json, "delivered_at", row.updated_at);
+  PutNullable(json, "lease_owner", row.lease_owner);
+  PutNullable(json, "last_error", row.last_error);
+  Put(json, "crashes", row.crashes);
+  Put(json, "operator_retries", row.operator_retries);
+  Put(json, "payload_bytes", static_cast<std::uint64_t>(row.payload.size()));
   if (options.with_payload) {
-    json.Key("headers");
-    WriteOptional(json, row.headers_json);
+    PutNullable(json, "headers", row.headers_json);
     // JSON strings must be UTF-8: binary payloads go out as base64.
     if (!options.payload_as_base64 && util::IsValidUtf8(row.payload)) {
-      json.Key("payload");
-      WriteString(json, row.payload);
+      Put(json, "payload", row.payload);
     } else {
-      json.Key("payload_base64");
-      WriteString(json, util::Base64Encode(row.payload));
+      Put(json, "payload_base64", util::Base64Encode(row.payload));
     }
   }
   json.EndObject();
@@ -123,35 +124,24 @@ std::string StatsToJson(const store::Stats& stats, std::string_view database_id,
   rapidjson::StringBuffer buffer;
   JsonWriter json(buffer);
   json.StartObject();
-  json.Key("database_id");
-  WriteString(json, database_id);
-  json.Key("undelivered");
-  json.Int64(stats.undelivered);
-  json.Key("db_bytes");
-  json.Int64(stats.db_bytes);
-  json.Key("wal_bytes");
-  json.Int64(stats.wal_bytes);
+  Put(json, "database_id", database_id);
+  Put(json, "undelivered", stats.undelivered);
+  Put(json, "db_bytes", stats.db_bytes);
+  Put(json, "wal_bytes", stats.wal_bytes);
   json.Key("limits");
   json.StartObject();
-  json.Key("max_payload_bytes");
-  json.Int64(stats.limits.max_payload_bytes);
-  json.Key("max_pending");
-  json.Int64(stats.limits.max_pending);
-  json.Key("max_db_bytes");
-  json.Int64(stats.limits.max_db_bytes);
+  Put(json, "max_payload_bytes", stats.limits.max_payload_bytes);
+  Put(json, "max_pending", stats.limits.max_pending);
+  Put(json, "max_db_bytes", stats.limits.max_db_bytes);
   json.EndObject();
   json.Key("topics");
   json.StartArray();
   for (const auto& count : stats.counts) {
     json.StartObject();
-    json.Key("topic");
-    WriteString(json, count.topic);
-    json.Key("status");
-    WriteString(json, store::StatusName(count.status));
-    json.Key("count");
-    json.Int64(count.count);
-    json.Key("oldest_age_seconds");
-    json.Double(AgeSeconds(now_ms, count.oldest_created_at));
+    Put(json, "topic", count.topic);
+    Put(json, "status", store::StatusName(count.status));
+    Put(json, "count", count.count);
+    Put(json, "oldest_age_seconds", AgeSeconds(now_ms, count.oldest_created_at));
     json.EndObject();
   }
   json.EndArray();
