@@ -47,6 +47,8 @@ TEST(Utf8, TruncateNeverCutsInsideASequence) {
   EXPECT_EQ(TruncateUtf8(text, 3), "ab");
   EXPECT_EQ(TruncateUtf8(text, 2), "ab");
   EXPECT_EQ(TruncateUtf8(text, 0), "");
+  // Not UTF-8: a long run of continuation bytes costs at most 3.
+  EXPECT_EQ(TruncateUtf8("a\x80\x80\x80\x80\x80\x80", 6), "a\x80\x80");
 }
 
 }  // namespace

@@ -60,8 +60,13 @@ std::string ToValidUtf8(std::string_view text) {
 std::string_view TruncateUtf8(std::string_view text, std::size_t limit) {
   if (text.size() <= limit) return text;
   std::size_t end = limit;
-  // Back up over continuation bytes to the start of the cut sequence.
-  while (end > 0 && (static_cast<unsigned char>(text[end]) & 0xC0) == 0x80) --end;
+  // Back up over continuation bytes (10xxxxxx) to the start of the sequence
+  // the cut would split; at most 3 of them follow a lead byte, and a longer
+  // run is not UTF-8 anyway.
+  for (int i = 0; i < 3 && end > 0 && (static_cast<unsigned char>(text[end]) & 0xC0) == 0x80;
+       ++i) {
+    --end;
+  }
   return text.substr(0, end);
 }
 

@@ -21,7 +21,8 @@ bool IsValidUtf8(std::string_view text);
 std::string ToValidUtf8(std::string_view text);
 
 // The longest prefix of `text` of at most `limit` bytes that does not end
-// inside a UTF-8 sequence.
+// inside a UTF-8 sequence (in text that is not UTF-8, it backs up at most 3
+// bytes).
 std::string_view TruncateUtf8(std::string_view text, std::size_t limit);
 
 }  // namespace outbox::util
