@@ -163,12 +163,17 @@ TEST_P(CommitWatcherTest, ACallbackThatThrowsDoesNotStopTheWatching) {
 
 TEST_P(CommitWatcherTest, DestructionIsPrompt) {
   CallCounter counter;
-  auto watcher = std::make_unique<CommitWatcher>(WatcherOptions(), std::ref(counter));
+  // The longest poll interval: a watcher that waited it out instead of being
+  // woken by its eventfd would take the whole second (inotify mode sleeps in
+  // poll() with no timeout at all and would never return). The bound is the
+  // interval itself, not a guess at the machine's speed: a loaded CI machine
+  // once took 270 ms to join the thread.
+  auto options = WatcherOptions();
+  options.poll_ms = 1000;
+  auto watcher = std::make_unique<CommitWatcher>(options, std::ref(counter));
   const auto start = steady_clock::now();
   watcher.reset();
-  // The thread sleeps in poll() without a timeout in inotify mode: only the
-  // eventfd can wake it this fast.
-  EXPECT_LT(steady_clock::now() - start, milliseconds(200));
+  EXPECT_LT(steady_clock::now() - start, milliseconds(options.poll_ms));
 }
 
 INSTANTIATE_TEST_SUITE_P(Modes, CommitWatcherTest, ::testing::Values(false, true),
