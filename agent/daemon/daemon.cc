@@ -90,6 +90,61 @@ agent::Options AgentOptions(const agent::Config& config, const std::string& db_p
   return options;
 }
 
+// The two-signal stop. The first stop signal takes the agent out of the slot
+// and stops it on a helper thread, with the grace period, so that the signal
+// loop keeps reading; the second cuts the grace short. Used by the thread
+// that runs Wait(); the helper touches only failed_ and done_.
+class TwoSignalStop {
+ public:
+  TwoSignalStop(std::shared_ptr<spdlog::logger> logger, std::chrono::milliseconds grace)
+      : logger_(std::move(logger)), grace_(grace) {}
+
+  bool begun() const { return begun_; }
+  // Readable once the agent has stopped.
+  int done_fd() const { return done_.get(); }
+
+  void Begin(int signal, std::unique_ptr<agent::Agent> agent) {
+    logger_->info("{} received: stopping (grace {} ms; send it again to stop at once)",
+                  SignalName(signal), grace_.count());
+    begun_ = true;
+    agent_ = std::move(agent);
+    thread_ = std::jthread([this, running = agent_.get()] {
+      try {
+        if (running != nullptr) running->Stop(grace_);
+      } catch (const std::exception& e) {
+        logger_->error("stop failed: {}", e.what());
+        failed_ = true;
+      }
+      Notify(done_);
+    });
+  }
+
+  void CutShort(int signal) {
+    if (cut_) return;
+    cut_ = true;
+    logger_->warn("{} received again: aborting sends in flight", SignalName(signal));
+    // Agent::Stop may be called again while it runs: the shorter deadline
+    // wins.
+    if (agent_) agent_->Stop(std::chrono::milliseconds(0));
+  }
+
+  // Joins the helper; true when the stop failed.
+  bool Finish() {
+    if (thread_.joinable()) thread_.join();
+    return failed_;
+  }
+
+ private:
+  const std::shared_ptr<spdlog::logger> logger_;
+  const std::chrono::milliseconds grace_;
+  Fd done_ = MakeEventFd();
+  std::atomic<bool> failed_ = false;
+  bool begun_ = false;
+  bool cut_ = false;
+  std::unique_ptr<agent::Agent> agent_;
+  std::jthread thread_;  // last: joined before the rest goes
+};
+
 }  // namespace
 
 void BlockDaemonSignals() {
@@ -112,6 +167,15 @@ struct Daemon::Impl {
   int Wait();
   void Reload();
 
+  using QueuedSignal = std::pair<int, std::promise<void>>;
+  std::optional<QueuedSignal> PopSignal() {
+    std::lock_guard lock(queue_mutex);
+    if (queue.empty()) return std::nullopt;
+    QueuedSignal next = std::move(queue.front());
+    queue.pop_front();
+    return next;
+  }
+
   const DaemonOptions options;
   agent::Config config;  // the one running
   std::shared_ptr<spdlog::logger> logger;
@@ -122,8 +186,8 @@ struct Daemon::Impl {
 
   // Signals handed in by Signal(), woken through `wake`.
   std::mutex queue_mutex;
-  std::deque<std::pair<int, std::promise<void>>> queue;  // guarded by queue_mutex
-  bool waited = false;                                   // guarded by queue_mutex
+  std::deque<QueuedSignal> queue;  // guarded by queue_mutex
+  bool waited = false;             // guarded by queue_mutex
   Fd wake = MakeEventFd();
 };
 
@@ -174,46 +238,21 @@ int Daemon::Impl::Wait() {
     signal_fd.emplace(::signalfd(-1, &signals, SFD_CLOEXEC));
     if (signal_fd->get() < 0) throw std::system_error(errno, std::generic_category(), "signalfd");
   }
-  const Fd stopped = MakeEventFd();
-  std::atomic<bool> stop_failed = false;
-  bool grace_cut = false;
-  std::unique_ptr<agent::Agent> stopping;  // set once a stop signal came
-  std::jthread stopper;                    // declared last: joined before the rest goes
-
+  TwoSignalStop stop(logger, options.stop_grace);
   const auto handle = [&](int signal) {
     if (signal == SIGHUP) {
-      if (stopping) {
-        logger->info("SIGHUP ignored: stopping");
-      } else {
-        Reload();
-      }
-    } else if (!stopping) {
-      logger->info("{} received: stopping (grace {} ms; send it again to stop at once)",
-                   SignalName(signal), options.stop_grace.count());
+      stop.begun() ? logger->info("SIGHUP ignored: stopping") : Reload();
+    } else if (!stop.begun()) {
       // Out of the slot first: /healthz turns 503 and no handler uses it.
-      stopping = slot.Take();
-      // Stop runs on a helper so that this loop keeps reading signals.
-      stopper = std::jthread([&, agent = stopping.get()] {
-        try {
-          if (agent != nullptr) agent->Stop(options.stop_grace);
-        } catch (const std::exception& e) {
-          logger->error("stop failed: {}", e.what());
-          stop_failed = true;
-        }
-        Notify(stopped);
-      });
-    } else if (!grace_cut) {
-      grace_cut = true;
-      logger->warn("{} received again: aborting sends in flight", SignalName(signal));
-      // Agent::Stop may be called again while it runs: the shorter deadline
-      // wins.
-      if (stopping) stopping->Stop(std::chrono::milliseconds(0));
+      stop.Begin(signal, slot.Take());
+    } else {
+      stop.CutShort(signal);
     }
   };
 
   for (;;) {
     // poll() ignores the entry of a negative descriptor.
-    pollfd fds[3] = {{stopped.get(), POLLIN, 0},
+    pollfd fds[3] = {{stop.done_fd(), POLLIN, 0},
                      {wake.get(), POLLIN, 0},
                      {signal_fd ? signal_fd->get() : -1, POLLIN, 0}};
     if (::poll(fds, 3, -1) < 0) {
@@ -221,28 +260,20 @@ int Daemon::Impl::Wait() {
       throw std::system_error(errno, std::generic_category(), "poll");
     }
     if ((fds[0].revents & POLLIN) != 0) break;
-    if ((fds[2].revents & POLLIN) != 0) {
-      signalfd_siginfo info{};
-      if (::read(signal_fd->get(), &info, sizeof info) == static_cast<ssize_t>(sizeof info)) {
-        handle(static_cast<int>(info.ssi_signo));
-      }
+    signalfd_siginfo info{};
+    if ((fds[2].revents & POLLIN) != 0 &&
+        ::read(signal_fd->get(), &info, sizeof info) == static_cast<ssize_t>(sizeof info)) {
+      handle(static_cast<int>(info.ssi_signo));
     }
     if ((fds[1].revents & POLLIN) != 0) {
       Drain(wake);
-      for (;;) {
-        std::pair<int, std::promise<void>> next;
-        {
-          std::lock_guard lock(queue_mutex);
-          if (queue.empty()) break;
-          next = std::move(queue.front());
-          queue.pop_front();
-        }
-        handle(next.first);
-        next.second.set_value();
+      while (std::optional<QueuedSignal> next = PopSignal()) {
+        handle(next->first);
+        next->second.set_value();
       }
     }
   }
-  stopper.join();  // stop_failed is read below only after this
+  const bool failed = stop.Finish();
   {
     std::lock_guard lock(queue_mutex);
     waited = true;
@@ -250,7 +281,7 @@ int Daemon::Impl::Wait() {
     queue.clear();
   }
   logger->info("outboxd stopped");
-  return stop_failed ? kExitFailure : kExitOk;
+  return failed ? kExitFailure : kExitOk;
 }
 
 // SIGHUP: a new agent with the file's current content. An invalid file
