@@ -213,6 +213,13 @@ struct Options {
   // PRAGMA synchronous on this connection. NORMAL is safe for the agent's
   // connections in WAL mode: a power cut can only cause a resend.
   Synchronous synchronous = Synchronous::kNormal;
+  // With NORMAL: a transaction that claimed rows fsyncs the write-ahead log
+  // before its commit returns. The claimed rows' inserts are earlier frames
+  // of that log, so a row is never sent while the application's commit that
+  // created it can still be lost to a power cut (an application on NORMAL
+  // does not fsync its commits). One fsync per claiming transaction. Turn it
+  // off only if every producer commits with synchronous=FULL.
+  bool durable_claims = true;
   // Page cache of this connection, KiB.
   int cache_kib = 2048;
 };
@@ -332,6 +339,11 @@ class Store {
 
   // --- transitions: each returns how many rows it changed -----------------
 
+  // Claims are durable before they return (see Options::durable_claims):
+  // inside a WriteTransaction, once its Commit() returns; otherwise once the
+  // claim returns. A failed fsync throws StoreError (the claim may be
+  // committed then: its lease expires and the row is sent later).
+  //
   // pending → in flight for one row, if it is still pending (eager path).
   // Returns the lease, or nullopt if the row is gone or no longer pending.
   std::optional<Claimed> ClaimById(std::int64_t id, std::string_view owner,
