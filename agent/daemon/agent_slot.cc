@@ -17,10 +17,10 @@ bool AgentSlot::Running() const {
   return agent_ != nullptr && agent_->Running();
 }
 
-std::optional<std::string> AgentSlot::RenderMetrics() {
+std::optional<std::string> AgentSlot::RenderMetrics(agent::MetricsFormat format) {
   std::lock_guard lock(mutex_);
   if (agent_ == nullptr) return std::nullopt;
-  return agent::RenderPrometheus(agent_->Snapshot());
+  return agent::RenderMetrics(agent_->Snapshot(), format, created_ms_);
 }
 
 }  // namespace outbox::daemon

@@ -10,6 +10,8 @@
 #include <string>
 
 #include "outbox/agent.h"
+#include "prometheus.h"
+#include "util/clock.h"
 
 namespace outbox::daemon {
 
@@ -20,11 +22,14 @@ class AgentSlot {
   std::unique_ptr<agent::Agent> Take();
   // True when an agent is in the slot and running.
   bool Running() const;
-  // Prometheus text, or nullopt when no agent is in the slot. Throws what
-  // Agent::Snapshot throws (a failed database read).
-  std::optional<std::string> RenderMetrics();
+  // The metrics in `format`, or nullopt when no agent is in the slot. Throws
+  // what Agent::Snapshot throws (a failed database read).
+  std::optional<std::string> RenderMetrics(agent::MetricsFormat format);
 
  private:
+  // The counters count from here: they live as long as the daemon (reloads
+  // keep them), and so does this slot. OpenMetrics' _created samples.
+  const std::int64_t created_ms_ = util::NowMs();
   mutable std::mutex mutex_;
   std::unique_ptr<agent::Agent> agent_;  // guarded by mutex_
 };

@@ -32,11 +32,12 @@ MetricsServer::MetricsServer(const util::ListenAddress& address, AgentSlot& slot
   impl_->logger = std::move(logger);
   httplib::Server& server = impl_->server;
   server.new_task_queue = [] { return new httplib::ThreadPool(kHttpThreads); };
-  server.Get("/metrics", [&slot, log = impl_->logger](const httplib::Request&,
+  server.Get("/metrics", [&slot, log = impl_->logger](const httplib::Request& request,
                                                       httplib::Response& response) {
     try {
-      if (auto text = slot.RenderMetrics()) {
-        response.set_content(*text, "text/plain; version=0.0.4; charset=utf-8");
+      const auto format = agent::NegotiateMetricsFormat(request.get_header_value("Accept"));
+      if (auto text = slot.RenderMetrics(format)) {
+        response.set_content(*text, std::string(agent::MetricsContentType(format)));
       } else {
         response.status = 503;
         response.set_content("agent not running\n", "text/plain");

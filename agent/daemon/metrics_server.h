@@ -1,4 +1,5 @@
-// /metrics (Prometheus text) and /healthz (200 while an agent runs, else
+// /metrics (Prometheus text, or OpenMetrics when the Accept header asks for
+// it) and /healthz (200 while an agent runs, else
 // 503) over HTTP, for the agent in an AgentSlot. Internal to the daemon
 // library. Owns its server thread: the destructor stops and joins it.
 #pragma once
