@@ -317,6 +317,37 @@ void ReadTls(Section& section, transport::TlsOptions& tls) {
   section.WarnUnknown();
 }
 
+// A broker credential: a secret reference resolved here, or (with a warning)
+// the value itself.
+void ReadSecret(Section& section, std::string_view key, std::string& out) {
+  if (!section.Read(key, out)) return;
+  const std::string path = section.PathOf(key);
+  if (IsSecretReference(out)) {
+    out = transport::ResolveSecret(out, path);
+  } else {
+    section.warnings().push_back(InlineSecretWarning(path));
+  }
+}
+
+void ReadNats(Section& section, transport::NatsOptions& nats) {
+  section.Read("user", nats.user);
+  ReadSecret(section, "password", nats.password);
+  ReadSecret(section, "token", nats.token);
+  section.Read("nkey", nats.nkey);
+  ReadSecret(section, "nkey_seed", nats.nkey_seed);
+  ReadSecret(section, "credentials", nats.credentials);
+  section.WarnUnknown();
+}
+
+void ReadMqtt(Section& section, transport::MqttOptions& mqtt) {
+  section.Read("username", mqtt.username);
+  ReadSecret(section, "password", mqtt.password);
+  section.Read("client_id", mqtt.client_id);
+  section.ReadInt("protocol_version", mqtt.protocol_version, IntRange{4, 5});
+  section.ReadInt("keepalive_s", mqtt.keepalive_s, IntRange{5, 65535});
+  section.WarnUnknown();
+}
+
 // Header values may be secret references, resolved here. Returns the header
 // names in order, for naming transport::Validate's errors.
 std::vector<std::string> ReadHeaders(Section& section, transport::Headers& headers) {
@@ -426,6 +457,8 @@ TopicOptions ReadTopic(Section& topic, const Options& options) {
   ReadSigningSecrets(topic, endpoint.signing_secrets);
   if (auto batch = topic.Object("batch")) ReadBatch(*batch, endpoint.batch);
   if (auto tls = topic.Object("tls")) ReadTls(*tls, endpoint.tls);
+  if (auto nats = topic.Object("nats")) ReadNats(*nats, endpoint.nats);
+  if (auto mqtt = topic.Object("mqtt")) ReadMqtt(*mqtt, endpoint.mqtt);
   if (auto retry = topic.Object("retry")) ReadRetry(*retry, result.retry);
   if (auto breaker = topic.Object("breaker")) ReadBreaker(*breaker, result.breaker);
   topic.WarnUnknown();
@@ -437,7 +470,7 @@ TopicOptions ReadTopic(Section& topic, const Options& options) {
          "must be less than lease_timeout_ms (" + std::to_string(options.lease_timeout_ms) + ")");
   }
   try {
-    transport::Validate(endpoint);
+    transport::ValidateSink(endpoint);
   } catch (const std::invalid_argument& error) {
     const Value* secrets = topic.Find("signing_secret");
     FailEndpoint(error, topic.path(), header_names, secrets != nullptr && secrets->IsArray());

@@ -94,7 +94,8 @@ Decision Decide(const store::Row& row, const HandlerResult& result, const Endpoi
     d.action = Action::kRevert;
     return d;
   }
-  const bool configuration = IsConfigurationFailure(result.http_status);
+  const bool configuration =
+      result.configuration_failure || IsConfigurationFailure(result.http_status);
   // An attempt is the message's fault only if the endpoint acknowledged
   // some other message since this one's previous attempt; a probe, a 429
   // and a configuration failure never cost one.

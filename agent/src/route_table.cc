@@ -1,6 +1,6 @@
 #include "route_table.h"
 
-#include "http_handler.h"
+#include "sink_handler.h"
 
 namespace outbox::agent {
 
@@ -22,7 +22,7 @@ void RouteTable::Build(
         throw std::invalid_argument("topics.\"" + name + "\".url: required");
       }
       try {
-        route->handler = std::make_shared<HttpHandler>(topic.endpoint);
+        route->handler = std::make_shared<SinkHandler>(topic.endpoint);
       } catch (const std::invalid_argument& e) {
         throw std::invalid_argument("topics.\"" + name + "\"." + e.what());
       }

@@ -212,7 +212,15 @@ INSTANTIATE_TEST_SUITE_P(
         BadConfig{"MissingUrl", R"({"topics": {"order.created": {"workers": 2}}})",
                   R"(topics."order.created".url: required key is missing)"},
         BadConfig{"UrlScheme", R"({"topics": {"a": {"url": "ftp://h/"}}})",
-                  R"(topics."a".url: scheme must be http or https)"},
+                  R"(topics."a".url: scheme must be one of http, https, nats, tls, mqtt, mqtts)"},
+        BadConfig{"NatsWildcard", R"({"topics": {"a": {"url": "nats://h/a.*"}}})",
+                  R"(topics."a".url: subject must not hold a wildcard)"},
+        BadConfig{"MqttProtocol",
+                  R"({"topics": {"a": {"url": "mqtt://h/t", "mqtt": {"protocol_version": 3}}}})",
+                  R"(topics."a".mqtt.protocol_version: expected an integer from 4 to 5, got 3)"},
+        BadConfig{"NatsOptionsOnMqtt",
+                  R"({"topics": {"a": {"url": "mqtt://h/t", "nats": {"token": "env:HOME"}}}})",
+                  R"(topics."a".nats: only for nats:// and tls:// URLs)"},
         BadConfig{
             "ZeroMaxAttempts",
             R"({"topics": {"order.created": {"url": "http://h/", "retry": {"max_attempts": 0}}}})",
@@ -315,6 +323,27 @@ INSTANTIATE_TEST_SUITE_P(
                   R"({"topics": {"a\"b": {"url": "http://h/", "workers": -1}}})",
                   R"(topics."a\"b".workers: expected an integer from 1 to 256, got -1)"}),
     [](const ::testing::TestParamInfo<BadConfig>& test) { return std::string(test.param.name); });
+
+TEST(ParseConfig, BrokerSinksTakeTheirCredentialsFromSecretReferences) {
+  testing::TempDir dir;
+  const std::string seed = dir.File("seed");
+  std::ofstream(seed) << "SUACSSL3UAHUDXKFSNVUZRF5UHPMWZ6BFDTJ7M6USDXIEDNPPQYYYCU3VY\n";
+  const Config config = ParseConfig(R"({"topics": {
+      "n": {"url": "tls://nats.example:4222/orders", "nats": {"nkey": "UDXU4RCSJNZOIQHZNWXHXORDPRTGNJAHAHFRGZNEEJCPQTT2M7NLCNF4", "nkey_seed": "file:)" +
+                                    seed + R"("}},
+      "m": {"url": "mqtt://broker/{topic}/{key}",
+            "mqtt": {"username": "dev", "password": "file:)" + seed + R"(", "protocol_version": 4,
+                     "keepalive_s": 60, "client_id": "dev-7"}}}})");
+  const transport::EndpointOptions& nats = config.options.topics.at("n").endpoint;
+  EXPECT_EQ(nats.nats.nkey_seed, "SUACSSL3UAHUDXKFSNVUZRF5UHPMWZ6BFDTJ7M6USDXIEDNPPQYYYCU3VY");
+  EXPECT_EQ(transport::SinkKindOf(nats.url), transport::SinkKind::kNats);
+  const transport::EndpointOptions& mqtt = config.options.topics.at("m").endpoint;
+  EXPECT_EQ(mqtt.mqtt.username, "dev");
+  EXPECT_EQ(mqtt.mqtt.protocol_version, 4);
+  EXPECT_EQ(mqtt.mqtt.keepalive_s, 60);
+  EXPECT_EQ(mqtt.mqtt.client_id, "dev-7");
+  EXPECT_TRUE(config.warnings.empty());
+}
 
 TEST(ParseConfig, WarnsOnceForEachUnknownKeyWithItsPath) {
   const Config config = ParseConfig(R"({

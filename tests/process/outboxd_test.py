@@ -418,7 +418,7 @@ class ConfigTest(OutboxdTestCase):
         ("[]", "config: expected an object"),
         ("{}", "topics: required key is missing"),
         ('{"topics": {"a": {}}}', 'topics."a".url: required key is missing'),
-        ('{"topics": {"a": {"url": "ftp://h/"}}}', 'topics."a".url: scheme must be http'),
+        ('{"topics": {"a": {"url": "ftp://h/"}}}', 'topics."a".url: scheme must be one of http, https, nats, tls, mqtt, mqtts'),
         ('{"claim_batch": 0, "topics": {"a": {"url": "http://h/"}}}', "claim_batch:"),
         ('{"sweep_interval_ms": 1.5, "topics": {"a": {"url": "http://h/"}}}',
          "sweep_interval_ms: expected a positive integer"),

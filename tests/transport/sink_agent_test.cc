@@ -1,7 +1,7 @@
 // An Agent delivering committed messages into a real nats-server JetStream
 // stream through the NATS sink: every message lands exactly once (count and
-// ids), also across a server outage. Until the agent picks the sink from the
-// topic's URL itself, the sink is plugged in as the topic's Handler.
+// ids), also across a server outage. The agent picks the sink from the
+// topic's nats:// URL, as outboxd's config does.
 #include <SQLiteCpp/Database.h>
 #include <SQLiteCpp/Statement.h>
 #include <gtest/gtest.h>
@@ -24,28 +24,6 @@ namespace outbox::transport {
 namespace {
 
 using namespace std::chrono_literals;
-
-// A transport::Sink as the agent's Handler.
-class SinkHandler final : public agent::Handler {
- public:
-  explicit SinkHandler(EndpointOptions options) : sink_(MakeSink(std::move(options))) {}
-  agent::HandlerResult Handle(const agent::Delivery& delivery) override {
-    Message message{.id = delivery.message_id, .topic = delivery.topic, .key = delivery.key,
-                    .payload = delivery.payload, .created_at_ms = delivery.created_at_ms};
-    if (delivery.headers != nullptr) message.headers = *delivery.headers;
-    Result result = sink_->Push(message);
-    agent::HandlerResult out;
-    out.outcome = result.outcome;
-    out.http_status = result.http_status;
-    out.retry_after_ms = result.retry_after_ms;
-    out.error = std::move(result.error);
-    return out;
-  }
-  void Abort() override { sink_->AbortAll(); }
-
- private:
-  std::unique_ptr<Sink> sink_;
-};
 
 bool WaitFor(const std::function<bool()>& condition, std::chrono::milliseconds limit = 60s) {
   const auto deadline = std::chrono::steady_clock::now() + limit;
@@ -127,16 +105,11 @@ class AgentIntoJetStream : public ::testing::Test {
     topic.retry.jitter = 0;
     topic.breaker.open_ms = 200;
     topic.breaker.max_open_ms = 500;
+    topic.endpoint.url = server_.Url("orders");
+    topic.endpoint.timeout_ms = 1000;
+    topic.endpoint.connect_timeout_ms = 1000;
     options.topics["orders"] = topic;
     return options;
-  }
-
-  std::shared_ptr<SinkHandler> Handler() {
-    EndpointOptions endpoint;
-    endpoint.url = server_.Url("orders");
-    endpoint.timeout_ms = 1000;
-    endpoint.connect_timeout_ms = 1000;
-    return std::make_shared<SinkHandler>(endpoint);
   }
 
   // Commits `count` messages, ten per application transaction; returns
@@ -174,7 +147,6 @@ class AgentIntoJetStream : public ::testing::Test {
 TEST_F(AgentIntoJetStream, ThousandCommittedMessagesLandExactlyOnce) {
   Stream stream(server_.port(), "ORDERS", "orders");
   agent::Agent agent(AgentOptions());
-  agent.RegisterHandler("orders", Handler());
   agent.Start();
   const std::multiset<std::string> committed = Commit(agent, 0, 1000);
   ASSERT_TRUE(WaitFor([&] { return Count("delivered") == 1000; }))
@@ -190,7 +162,6 @@ TEST_F(AgentIntoJetStream, ServerOutageCostsNoMessageAndLandsEachOnce) {
     Stream stream(server_.port(), "ORDERS", "orders");
   }
   agent::Agent agent(AgentOptions());
-  agent.RegisterHandler("orders", Handler());
   agent.Start();
   std::multiset<std::string> committed = Commit(agent, 0, 200);
   ASSERT_TRUE(WaitFor([&] { return Count("delivered") == 200; }));

@@ -71,6 +71,10 @@ struct HandlerResult {
   bool endpoint_gone = false;                  // 410: stop sending there
   std::optional<std::int64_t> retry_after_ms;  // the endpoint asked to wait
   std::string error;                           // for last_error; no secrets
+  // The sink refused our credentials or address (HTTP 401/403/404/407, a
+  // NATS authorization violation, MQTT "not authorized"): the breaker opens
+  // at once instead of after a run of failures.
+  bool configuration_failure = false;
 };
 
 // Delivers messages of one topic in the application's own way. Called

@@ -1,4 +1,4 @@
-#include "http_handler.h"
+#include "sink_handler.h"
 
 namespace outbox::agent {
 
@@ -15,6 +15,7 @@ transport::Message ToMessage(const Delivery& delivery) {
   transport::Message message;
   message.id = delivery.message_id;
   message.topic = delivery.topic;
+  message.key = delivery.key;
   message.payload = delivery.payload;
   if (delivery.headers != nullptr) message.headers = *delivery.headers;
   message.created_at_ms = delivery.created_at_ms;
@@ -26,6 +27,7 @@ HandlerResult FromResult(transport::Result result) {
   out.outcome = result.outcome;
   out.http_status = result.http_status;
   out.endpoint_gone = result.endpoint_gone;
+  out.configuration_failure = result.configuration_failure;
   out.retry_after_ms = result.retry_after_ms;
   out.error = std::move(result.error);
   return out;
@@ -33,21 +35,22 @@ HandlerResult FromResult(transport::Result result) {
 
 }  // namespace
 
-HttpHandler::HttpHandler(transport::EndpointOptions options) : endpoint_(std::move(options)) {}
+SinkHandler::SinkHandler(transport::EndpointOptions options)
+    : sink_(transport::MakeSink(std::move(options))) {}
 
-HandlerResult HttpHandler::Handle(const Delivery& delivery) {
-  return FromResult(endpoint_.Push(ToMessage(delivery)));
+HandlerResult SinkHandler::Handle(const Delivery& delivery) {
+  return FromResult(sink_->Push(ToMessage(delivery)));
 }
 
 // A batch-mode endpoint always gets the batch format, even with one member:
 // its receiver parses one shape of body.
-HandlerResult HttpHandler::HandleBatch(std::span<const Delivery> deliveries) {
+HandlerResult SinkHandler::HandleBatch(std::span<const Delivery> deliveries) {
   std::vector<transport::Message> messages;
   messages.reserve(deliveries.size());
   for (const Delivery& delivery : deliveries) messages.push_back(ToMessage(delivery));
-  return FromResult(endpoint_.PushBatch(messages));
+  return FromResult(sink_->PushBatch(messages));
 }
 
-void HttpHandler::Abort() { endpoint_.AbortAll(); }
+void SinkHandler::Abort() { sink_->AbortAll(); }
 
 }  // namespace outbox::agent
