@@ -692,14 +692,19 @@ struct Agent::Impl {
                       std::chrono::milliseconds(options.sweep_interval_ms);
         }
         if (!ProbationStep()) PumpPass();
+        metrics->SweeperSucceeded();
       } catch (const std::exception& e) {
+        metrics->SweeperFailed(e.what());
         // Rate-limited: a locked or full disk would otherwise flood the log.
         const auto now = std::chrono::steady_clock::now();
         if (now - last_error_log > std::chrono::seconds(10)) {
           log->error("sweeper: {}", e.what());
           last_error_log = now;
         }
-        next_full = std::min(next_full, now + std::chrono::seconds(1));
+        next_full = std::min(
+            next_full, now + std::min<std::chrono::milliseconds>(
+                                 std::chrono::seconds(1),
+                                 std::chrono::milliseconds(options.sweep_interval_ms)));
       }
       std::unique_lock lock(wake_mutex);
       wake_cv.wait_until(lock, stop, next_full, [this] { return wake_flag; });

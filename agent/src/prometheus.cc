@@ -176,6 +176,9 @@ void RenderCounters(Exposition& out, const MetricsSnapshot& snapshot) {
   out.Family("outbox_taken_back_total", "counter",
              "In-flight messages taken back from agents of this host that no longer run.");
   out.Sample("outbox_taken_back_total", {}, snapshot.taken_back_leases);
+  out.Family("outbox_sweeper_errors_total", "counter",
+             "Sweeper passes that failed (database or disk errors); see /healthz.");
+  out.Sample("outbox_sweeper_errors_total", {}, snapshot.sweeper_errors);
 }
 
 void RenderLatency(Exposition& out, const MetricsSnapshot& snapshot) {

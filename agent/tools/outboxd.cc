@@ -194,6 +194,7 @@ class MetricsServer {
   // Binds at once, so that a taken port fails the start rather than a thread.
   // Throws std::runtime_error naming the address.
   MetricsServer(const outbox::agent::ListenAddress& address, AgentSlot& slot,
+                std::shared_ptr<const outbox::agent::Metrics> metrics,
                 std::shared_ptr<spdlog::logger> logger)
       : logger_(std::move(logger)) {
     server_.new_task_queue = [] { return new httplib::ThreadPool(kHttpThreads); };
@@ -212,10 +213,18 @@ class MetricsServer {
         response.set_content("cannot read metrics\n", "text/plain");
       }
     });
-    server_.Get("/healthz", [&slot](const httplib::Request&, httplib::Response& response) {
-      const bool running = slot.Running();
-      response.status = running ? 200 : 503;
-      response.set_content(running ? "ok\n" : "not running\n", "text/plain");
+    // 503 with one line of reason when no agent runs or its sweeper keeps
+    // failing (docs/operations.md); the counters answer without the database.
+    server_.Get("/healthz", [&slot, metrics](const httplib::Request&,
+                                             httplib::Response& response) {
+      std::optional<std::string> trouble;
+      if (!slot.Running()) {
+        trouble = "not running";
+      } else {
+        trouble = metrics->Trouble();
+      }
+      response.status = trouble ? 503 : 200;
+      response.set_content(trouble ? *trouble + "\n" : "ok\n", "text/plain");
     });
     // Port 0 takes any free port; the caller logs the one it got.
     port_ = address.port;
@@ -314,7 +323,7 @@ class Daemon {
     if (!config_.metrics_listen.empty()) {
       const auto address = outbox::agent::ParseListenAddress(config_.metrics_listen);
       try {
-        server.emplace(*address, slot_, logger_);
+        server.emplace(*address, slot_, metrics_, logger_);
       } catch (const std::exception& e) {
         logger_->critical("{}", e.what());
         return kExitFailure;

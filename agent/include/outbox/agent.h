@@ -201,7 +201,17 @@ struct MetricsSnapshot {
   std::int64_t taken_back_leases = 0;
   // Topics that have pending rows but no route (no entry, no "*").
   std::int64_t unrouted_pending = 0;
+  // Sweeper passes that failed (threw) since the Metrics were made, the
+  // failures since the last pass that succeeded, and the last error text.
+  std::int64_t sweeper_errors = 0;
+  int sweeper_consecutive_failures = 0;
+  std::string sweeper_last_error;
 };
+
+// Consecutive failed sweeper passes after which an agent is in trouble: one
+// failure is a busy database or a disk briefly full; three in a row (at least
+// a few seconds apart at the default sweep interval) need a person.
+inline constexpr int kSweeperFailuresForTrouble = 3;
 
 class Metrics {
  public:
@@ -218,8 +228,17 @@ class Metrics {
   void Recycled(std::string_view topic, std::int64_t n);
   void PoolRejected(std::string_view topic);
   void TakenBack(std::int64_t n);
+  // A sweeper pass threw `error` / finished without error.
+  void SweeperFailed(std::string_view error);
+  void SweeperSucceeded();
 
+  // Counters only; never touches the database, so it answers even when the
+  // database is what is broken.
   MetricsSnapshot Snapshot() const;
+  // Nullopt while healthy; else one line saying why not (for /healthz):
+  // kSweeperFailuresForTrouble or more consecutive sweeper failures, until a
+  // pass succeeds.
+  std::optional<std::string> Trouble() const;
 
  private:
   struct Impl;
