@@ -897,6 +897,7 @@ Agent::Agent(Options options) : impl_(std::make_unique<Impl>()) {
   d.store_options.path = d.options.db_path;
   d.store_options.create = true;
   d.store_options.synchronous = d.options.synchronous;
+  d.store_options.boot_clock = [clock = d.clock] { return clock->Boot(); };
   // The writer's working set is the B-tree paths its transitions touch (the
   // claim index around pending and in-flight rows, the retention tail, the
   // table leaves of rows in flight, the counters): a few hundred KiB even at

@@ -39,14 +39,17 @@ namespace outbox::agent {
 // ---------------------------------------------------------------------------
 // Seams: time and delivery.
 
-// Wall time feeds the database (next_attempt_at, leases); monotonic time
-// drives breakers and waits inside the process. Implementations must be
-// thread-safe.
+// Wall time feeds the database (next_attempt_at, created_at, retention);
+// leases are measured on the host's boot clock (Boot), which wall-clock
+// jumps do not move; monotonic time drives breakers and waits inside the
+// process. Implementations must be thread-safe.
 class Clock {
  public:
   virtual ~Clock() = default;
   virtual std::int64_t WallMs() = 0;
   virtual std::chrono::steady_clock::time_point Monotonic() = 0;
+  // The host's boot clock and boot id (store::SystemBootTime by default).
+  virtual store::BootTime Boot() { return store::SystemBootTime(); }
 };
 std::shared_ptr<Clock> SystemClock();
 
