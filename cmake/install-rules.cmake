@@ -12,7 +12,7 @@
 # What the package config needs from other packages is read off the
 # libraries' INTERFACE_LINK_LIBRARIES (for static libraries CMake records the
 # private dependencies there too, as $<LINK_ONLY:...>), so the installed
-# outboxConfig.cmake, outbox.pc and the Debian Suggests can't silently miss a
+# outboxConfig.cmake, outbox.pc and the -dev package's Depends can't silently miss a
 # dependency: an imported target without an entry in
 # _outbox_describe_dependency() below stops the configure step.
 #
@@ -158,7 +158,7 @@ set(_outbox_pc_requires "")
 set(_outbox_pc_own_libs "")
 set(_outbox_pc_dep_libs "")
 set(_outbox_pc_cflags "")
-set(_outbox_deb_suggests "")
+set(_outbox_deb_dev_depends "")
 set(_outbox_any_shared FALSE)
 foreach(_lib IN LISTS OUTBOX_INSTALL_LIBRARIES)
   if(NOT TARGET ${_lib})
@@ -181,15 +181,28 @@ foreach(_lib IN LISTS OUTBOX_INSTALL_LIBRARIES)
             NAMELINK_COMPONENT Development
     RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR} COMPONENT Runtime
     INCLUDES DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
+  get_target_property(_out ${_lib} OUTPUT_NAME)
+  if(NOT _out)
+    set(_out ${_lib})
+  endif()
+  if(_type STREQUAL "STATIC_LIBRARY")
+    # A stripped install (cpack with CPACK_STRIP_FILES, cmake --install
+    # --strip) strips archives too, as dh_strip does: CMake's own strip step
+    # skips them, and their debug info is twenty times their code.
+    install(CODE "
+      if(CMAKE_INSTALL_DO_STRIP)
+        execute_process(COMMAND \"${CMAKE_STRIP}\" --strip-debug --remove-section=.comment
+            --remove-section=.note --enable-deterministic-archives
+            \"\$ENV{DESTDIR}\${CMAKE_INSTALL_PREFIX}/${CMAKE_INSTALL_LIBDIR}/lib${_out}.a\"
+          COMMAND_ERROR_IS_FATAL ANY)
+      endif()"
+      COMPONENT Development)
+  endif()
   get_target_property(_src ${_lib} SOURCE_DIR)
   install(DIRECTORY "${_src}/include/"
     DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}
     COMPONENT Development
     FILES_MATCHING PATTERN "*.h")
-  get_target_property(_out ${_lib} OUTPUT_NAME)
-  if(NOT _out)
-    set(_out ${_lib})
-  endif()
   list(APPEND _outbox_pc_own_libs "-l${_out}")
 
   get_target_property(_links ${_lib} INTERFACE_LINK_LIBRARIES)
@@ -219,11 +232,11 @@ foreach(_lib IN LISTS OUTBOX_INSTALL_LIBRARIES)
     list(APPEND _outbox_pc_requires ${_dep_pc_requires})
     list(APPEND _outbox_pc_dep_libs ${_dep_pc_libs})
     list(APPEND _outbox_pc_cflags ${_dep_pc_cflags})
-    list(APPEND _outbox_deb_suggests ${_dep_deb})
+    list(APPEND _outbox_deb_dev_depends ${_dep_deb})
   endforeach()
 endforeach()
 foreach(_list _outbox_find_packages _outbox_pc_requires _outbox_pc_dep_libs
-              _outbox_pc_cflags _outbox_deb_suggests)
+              _outbox_pc_cflags _outbox_deb_dev_depends)
   list(REMOVE_DUPLICATES ${_list})
 endforeach()
 # -pthread last: after every archive that may need it.
@@ -289,6 +302,14 @@ foreach(_prog IN LISTS OUTBOX_INSTALL_PROGRAMS)
   endif()
   install(TARGETS ${_prog}
     RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR} COMPONENT Runtime)
+  # CMake's strip keeps the compiler's .comment; dh_strip drops it too.
+  install(CODE "
+    if(CMAKE_INSTALL_DO_STRIP)
+      execute_process(COMMAND \"${CMAKE_STRIP}\" --remove-section=.comment --remove-section=.note
+          \"\$ENV{DESTDIR}\${CMAKE_INSTALL_PREFIX}/${CMAKE_INSTALL_BINDIR}/${_prog}\"
+        COMMAND_ERROR_IS_FATAL ANY)
+    endif()"
+    COMPONENT Runtime)
 endforeach()
 
 # The unit in the source tree names the Debian paths; elsewhere, rewrite them.
@@ -316,48 +337,182 @@ install(FILES "${PROJECT_SOURCE_DIR}/README.md"
   DESTINATION ${CMAKE_INSTALL_DOCDIR}
   COMPONENT Runtime)
 
+# The Python producer module, where Debian's python3 finds it.
+set(OUTBOX_INSTALL_PYTHONDIR "lib/python3/dist-packages" CACHE STRING
+    "Where the edge_outbox Python module goes (relative: under the prefix)")
+mark_as_advanced(OUTBOX_INSTALL_PYTHONDIR)
+install(FILES "${PROJECT_SOURCE_DIR}/packaging/python/edge_outbox.py"
+  DESTINATION "${OUTBOX_INSTALL_PYTHONDIR}"
+  COMPONENT Runtime)
+
 # --- Debian package (CPack DEB) -------------------------------------------------
-# Build it with: cpack --config BUILD/CPackConfig.cmake (packaging/check-package.sh).
-# One package, edge-outbox, with the daemon, the tool, the unit, the example
-# config and the development files. Installing it starts nothing.
+# Build them with: cpack --config BUILD/CPackConfig.cmake (packaging/check-package.sh)
+# on a build configured with -DCMAKE_INSTALL_PREFIX=/usr -DOUTBOX_BUILD_TESTS=OFF.
+# Two packages, as Debian splits a library and its programs:
+#   edge-outbox      outboxd, outboxctl, the unit, the example config, the alert
+#                    rules, the man pages and the Python producer module
+#                    (install component Runtime);
+#   edge-outbox-dev  headers, static libraries (stripped), CMake package and
+#                    pkg-config file (install component Development).
+# Installing either starts nothing. The version is native (no Debian
+# revision): this project packages itself, so the changelog is changelog.gz.
+
+# The changelog's newest entry must be this version, and gives its date to
+# the man pages (SOURCE_DATE_EPOCH).
+set(_outbox_changelog "${PROJECT_SOURCE_DIR}/packaging/debian/changelog")
+set_property(DIRECTORY APPEND PROPERTY CMAKE_CONFIGURE_DEPENDS "${_outbox_changelog}")
+file(STRINGS "${_outbox_changelog}" _outbox_changelog_top LIMIT_COUNT 1)
+if(NOT _outbox_changelog_top MATCHES "^edge-outbox \\(${PROJECT_VERSION}\\) ")
+  message(FATAL_ERROR "packaging/debian/changelog starts with '${_outbox_changelog_top}'; "
+    "add an entry for edge-outbox (${PROJECT_VERSION}) at its top")
+endif()
+file(STRINGS "${_outbox_changelog}" _outbox_changelog_date REGEX "^ -- " LIMIT_COUNT 1)
+string(REGEX REPLACE "^ -- .*>  " "" _outbox_changelog_date "${_outbox_changelog_date}")
+execute_process(COMMAND date -u -d "${_outbox_changelog_date}" +%s
+  OUTPUT_VARIABLE _outbox_changelog_epoch OUTPUT_STRIP_TRAILING_WHITESPACE
+  RESULT_VARIABLE _status)
+if(NOT _status EQUAL 0 OR NOT _outbox_changelog_epoch MATCHES "^[0-9]+$")
+  message(FATAL_ERROR "packaging/debian/changelog: no date in the newest entry's trailer "
+    "(read '${_outbox_changelog_date}')")
+endif()
+find_program(OUTBOX_GZIP gzip REQUIRED)
+
+# Each package's /usr/share/doc/PACKAGE: the machine-readable copyright file
+# and the changelog, compressed as Debian policy wants (gzip -9n).
+add_custom_command(OUTPUT "${PROJECT_BINARY_DIR}/packaging/debian/changelog.gz"
+  COMMAND "${OUTBOX_GZIP}" -9n -c "${_outbox_changelog}"
+    > "${PROJECT_BINARY_DIR}/packaging/debian/changelog.gz"
+  DEPENDS "${_outbox_changelog}"
+  COMMENT "Compressing the Debian changelog")
+add_custom_target(outbox_changelog ALL DEPENDS "${PROJECT_BINARY_DIR}/packaging/debian/changelog.gz")
+foreach(_component_package Runtime:edge-outbox Development:edge-outbox-dev)
+  string(REPLACE ":" ";" _pair "${_component_package}")
+  list(GET _pair 0 _component)
+  list(GET _pair 1 _package)
+  install(FILES "${PROJECT_SOURCE_DIR}/packaging/debian/copyright"
+      "${PROJECT_BINARY_DIR}/packaging/debian/changelog.gz"
+    DESTINATION "${CMAKE_INSTALL_DATAROOTDIR}/doc/${_package}"
+    COMPONENT ${_component})
+endforeach()
+
+# --- man pages -------------------------------------------------------------------
+# outboxd(8) and outboxctl(1) are help2man's reading of the programs' own
+# --help and --version, so they cannot drift from the code; the prose that
+# --help has no room for (files, signals, see also) is in packaging/man/*.h2m.
+option(OUTBOX_MANPAGES "Generate man pages for outboxd and outboxctl (needs help2man)" ON)
+if(OUTBOX_MANPAGES)
+  find_program(OUTBOX_HELP2MAN help2man)
+  if(NOT OUTBOX_HELP2MAN)
+    message(FATAL_ERROR "edge-outbox: the man pages need help2man (Debian package "
+      "help2man); install it or configure with -DOUTBOX_MANPAGES=OFF")
+  endif()
+  set(_outbox_man_outboxd 8 "deliver committed outbox rows of one SQLite database over HTTP")
+  set(_outbox_man_outboxctl 1 "inspect and operate the outbox table of a SQLite database")
+  set(_outbox_man_pages "")
+  foreach(_prog IN LISTS OUTBOX_INSTALL_PROGRAMS)
+    if(NOT TARGET ${_prog})
+      continue()
+    endif()
+    list(GET _outbox_man_${_prog} 0 _section)
+    list(GET _outbox_man_${_prog} 1 _name)
+    set(_include "${PROJECT_SOURCE_DIR}/packaging/man/${_prog}.h2m")
+    set(_page "${PROJECT_BINARY_DIR}/man/${_prog}.${_section}")
+    # The date of the newest changelog entry, not today's: the same source
+    # gives the same page.
+    add_custom_command(OUTPUT "${_page}.gz"
+      COMMAND ${CMAKE_COMMAND} -E make_directory "${PROJECT_BINARY_DIR}/man"
+      COMMAND ${CMAKE_COMMAND} -E env SOURCE_DATE_EPOCH=${_outbox_changelog_epoch}
+        "${OUTBOX_HELP2MAN}" --no-info --no-discard-stderr --section=${_section}
+        --name=${_name} --include=${_include} --output=${_page} $<TARGET_FILE:${_prog}>
+      COMMAND "${OUTBOX_GZIP}" -9nf "${_page}"
+      DEPENDS ${_prog} "${_include}" "${PROJECT_SOURCE_DIR}/packaging/debian/changelog"
+      COMMENT "Generating ${_prog}(${_section}) with help2man"
+      VERBATIM)
+    list(APPEND _outbox_man_pages "${_page}.gz")
+    install(FILES "${_page}.gz"
+      DESTINATION "${CMAKE_INSTALL_MANDIR}/man${_section}"
+      COMPONENT Runtime)
+  endforeach()
+  add_custom_target(outbox_man_pages ALL DEPENDS ${_outbox_man_pages})
+endif()
+
+# What lintian reports about text that is not ours, explained where it is.
+install(FILES "${PROJECT_SOURCE_DIR}/packaging/debian/edge-outbox.lintian-overrides"
+  DESTINATION "${CMAKE_INSTALL_DATAROOTDIR}/lintian/overrides"
+  RENAME edge-outbox
+  COMPONENT Runtime)
 
 set(CPACK_GENERATOR DEB)
+set(CPACK_DEB_COMPONENT_INSTALL ON)
+set(CPACK_COMPONENTS_ALL Runtime Development)
 set(CPACK_PACKAGE_NAME edge-outbox)
 set(CPACK_PACKAGE_VENDOR "edge-outbox developers")
 set(CPACK_PACKAGE_CONTACT "edge-outbox developers <dev@edge-outbox.invalid>")
-set(CPACK_PACKAGE_DESCRIPTION_SUMMARY "${PROJECT_DESCRIPTION}")
-set(CPACK_PACKAGE_DESCRIPTION
-  "An application commits its own rows and an outbox row in one SQLite
-transaction; outboxd pushes the message over HTTP right after the commit and
-retries until the receiver acknowledges it (at-least-once, with a stable
-Idempotency-Key). Contains outboxd (systemd template unit outboxd@.service),
-outboxctl, the C++ libraries with their CMake and pkg-config files, an example
-config and Prometheus alert rules.")
+# Each package's description below starts with its own synopsis line. CPack
+# prepends CPACK_PACKAGE_DESCRIPTION_SUMMARY to it unless the summary is
+# CPack's default text, so it is set to exactly that.
+set(CPACK_PACKAGE_DESCRIPTION_SUMMARY "${CMAKE_PROJECT_NAME} built using CMake")
 set(CPACK_PACKAGING_INSTALL_PREFIX "${CMAKE_INSTALL_PREFIX}")
 set(CPACK_STRIP_FILES ON)
 set(CPACK_DEBIAN_FILE_NAME DEB-DEFAULT)
-set(CPACK_DEBIAN_PACKAGE_RELEASE 1)
-set(CPACK_DEBIAN_PACKAGE_SECTION net)
 set(CPACK_DEBIAN_PACKAGE_PRIORITY optional)
-# Runtime libraries come from dpkg-shlibdeps; postinst needs adduser.
-set(CPACK_DEBIAN_PACKAGE_SHLIBDEPS ON)
-set(CPACK_DEBIAN_PACKAGE_DEPENDS "adduser")
-# find_package(outbox) / pkg-config outbox need these; outboxd does not.
-list(JOIN _outbox_deb_suggests ", " CPACK_DEBIAN_PACKAGE_SUGGESTS)
+set(CPACK_DEBIAN_PACKAGE_CONTROL_STRICT_PERMISSION ON)
+
+# edge-outbox: runtime libraries from dpkg-shlibdeps; postinst needs
+# adduser (prerm's deb-systemd-invoke is in init-system-helpers, which is
+# essential).
+set(CPACK_DEBIAN_RUNTIME_PACKAGE_NAME edge-outbox)
+set(CPACK_DEBIAN_RUNTIME_PACKAGE_SECTION net)
+set(CPACK_DEBIAN_RUNTIME_PACKAGE_SHLIBDEPS ON)
+set(CPACK_DEBIAN_RUNTIME_PACKAGE_DEPENDS "adduser")
+# Only the Python module needs python3.
+set(CPACK_DEBIAN_RUNTIME_PACKAGE_SUGGESTS "python3")
+set(CPACK_DEBIAN_RUNTIME_DESCRIPTION
+"transactional outbox for SQLite on edge devices
+An application commits its own rows and an outbox row in one SQLite
+transaction; outboxd, beside it, pushes the message over HTTP right after
+the commit and retries until the receiver acknowledges it (at-least-once,
+with a stable Idempotency-Key).
+.
+This package contains outboxd with its systemd template unit
+outboxd@.service, outboxctl, their man pages, an example config,
+Prometheus alert rules and the Python producer module edge_outbox.")
 file(CONFIGURE OUTPUT "${PROJECT_BINARY_DIR}/packaging/debian/conffiles"
   CONTENT "${_outbox_full_confdir}/outboxd.example.json\n")
-set(CPACK_DEBIAN_PACKAGE_CONTROL_EXTRA
+set(CPACK_DEBIAN_RUNTIME_PACKAGE_CONTROL_EXTRA
   "${PROJECT_BINARY_DIR}/packaging/debian/conffiles"
   "${PROJECT_SOURCE_DIR}/packaging/debian/postinst"
   "${PROJECT_SOURCE_DIR}/packaging/debian/prerm"
   "${PROJECT_SOURCE_DIR}/packaging/debian/postrm")
-set(CPACK_DEBIAN_PACKAGE_CONTROL_STRICT_PERMISSION ON)
+
+# edge-outbox-dev: the static libraries are self-contained, so it does not
+# need outboxd; find_package(outbox) and pkg-config outbox need the -dev
+# packages of what the libraries link (read off the targets above). It
+# recommends the same version of edge-outbox: outboxctl creates the schema,
+# and outboxd beside an application should know the same schema.
+set(CPACK_DEBIAN_DEVELOPMENT_PACKAGE_NAME edge-outbox-dev)
+set(CPACK_DEBIAN_DEVELOPMENT_PACKAGE_SECTION libdevel)
+set(CPACK_DEBIAN_DEVELOPMENT_PACKAGE_SHLIBDEPS OFF)
+list(TRANSFORM _outbox_deb_dev_depends REPLACE "^libcurl4-openssl-dev$"
+  "libcurl4-openssl-dev | libcurl-dev")
+list(JOIN _outbox_deb_dev_depends ", " CPACK_DEBIAN_DEVELOPMENT_PACKAGE_DEPENDS)
+set(CPACK_DEBIAN_DEVELOPMENT_PACKAGE_RECOMMENDS "edge-outbox (= ${PROJECT_VERSION})")
+set(CPACK_DEBIAN_DEVELOPMENT_DESCRIPTION
+"transactional outbox for SQLite on edge devices - development files
+An application commits its own rows and an outbox row in one SQLite
+transaction; the outbox agent pushes the message over HTTP right after the
+commit and retries until the receiver acknowledges it.
+.
+This package contains the C++20 headers and static libraries (store,
+transport, agent) with their CMake package (find_package(outbox)) and
+pkg-config file (outbox), to enqueue from C++ or to run the agent inside an
+application.")
 if(_outbox_any_shared)
   # A shlibs file for packages linking us, and ldconfig after (de)installation.
-  set(CPACK_DEBIAN_PACKAGE_GENERATE_SHLIBS ON)
+  set(CPACK_DEBIAN_RUNTIME_PACKAGE_GENERATE_SHLIBS ON)
   file(CONFIGURE OUTPUT "${PROJECT_BINARY_DIR}/packaging/debian/triggers"
     CONTENT "activate-noawait ldconfig\n")
-  list(APPEND CPACK_DEBIAN_PACKAGE_CONTROL_EXTRA
+  list(APPEND CPACK_DEBIAN_RUNTIME_PACKAGE_CONTROL_EXTRA
     "${PROJECT_BINARY_DIR}/packaging/debian/triggers")
 endif()
 include(CPack)

@@ -1,23 +1,29 @@
 #!/usr/bin/env bash
-# Builds the Debian package from a built tree and checks it and the installed
-# CMake and pkg-config files, without touching the system: everything is
-# extracted, staged and built under a throwaway directory.
+# Builds the Debian packages from a built tree and checks them and the
+# installed CMake and pkg-config files, without touching the system:
+# everything is extracted, staged and built under a throwaway directory.
 #
 # Usage: packaging/check-package.sh BUILD_DIR
 #   BUILD_DIR is built and configured with -DCMAKE_INSTALL_PREFIX=/usr
-#   (packaging/dev.sh does both). The package is left in BUILD_DIR/package/.
+#   -DOUTBOX_BUILD_TESTS=OFF, as docs/install.md says (packaging/dev.sh does
+#   both). The packages are left in BUILD_DIR/package/.
 #
 # Checks, in order:
-#   1. cpack builds edge-outbox_*.deb; its control data: Depends from
-#      dpkg-shlibdeps, the conffile, the maintainer scripts;
-#   2. its file list: the expected paths are there and nothing else is;
-#   3. the installed CMake and pkg-config files name no build or stage path;
-#   4. extracted with dpkg-deb -x, outboxctl runs from there (and outboxd
-#      --check-config on the example config, once outboxd is built);
+#   1. one cpack run builds edge-outbox_*.deb and edge-outbox-dev_*.deb; their
+#      control data: Depends (dpkg-shlibdeps for edge-outbox, the libraries'
+#      -dev packages for edge-outbox-dev), the conffile, the maintainer scripts;
+#   2. each package's file list: the expected paths are there and nothing
+#      else is; archives without debug info; programs hardened (PIE, full
+#      RELRO, BIND_NOW, stack protector, fortified calls);
+#   3. lintian: no error, no warning, no information tag (those not ours are
+#      explained in the package's lintian overrides);
+#   4. the installed CMake and pkg-config files name no build or stage path;
+#      outboxctl and outboxd --check-config run from the extracted packages;
+#      the man pages render without warnings;
 #   5. the systemd unit passes systemd-analyze verify and keeps its
 #      hardening (security exposure at most 2.0);
-#   6. the example config is docs/configuration.md's; the alert rules parse and cover the
-#      four alarms;
+#   6. the example config is docs/configuration.md's; the alert rules pass
+#      promtool check rules and cover the four alarms;
 #   7. the maintainer scripts, run against stub commands: the user and group
 #      are created once, nothing is ever enabled or started;
 #   8. a staged install (DESTDIR): tests/consumer builds with
@@ -46,7 +52,7 @@ version=$(sed -n 's/^set(CPACK_PACKAGE_VERSION "\(.*\)")$/\1/p' "$build/CPackCon
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 
-# What this build produced decides what the package must hold.
+# What this build produced decides what the packages must hold.
 programs=()
 for p in outboxctl outboxd; do
   [ -n "$(find "$build" -name "$p" -type f -perm -u+x -not -path '*/CMakeFiles/*' \
@@ -60,66 +66,148 @@ done < <(find "$build" \( -name 'liboutbox_*.a' -o -name 'liboutbox_*.so' \) -no
   -printf '%f\n' | sed 's/^lib\(outbox_[a-z_]*\)\..*/\1/' | sort -u)
 [ ${#libraries[@]} -gt 0 ] || fail "no outbox library in $build: build it first"
 
-# --- 1. the package and its control data -------------------------------------
+# --- 1. the packages and their control data -----------------------------------
 rm -rf "$build/package"
 cpack --config "$build/CPackConfig.cmake" -B "$build/package" >"$work/cpack.log" 2>&1 ||
   { cat "$work/cpack.log" >&2; fail "cpack"; }
-debs=("$build"/package/edge-outbox_*.deb)
-if [ ${#debs[@]} -ne 1 ] || [ ! -f "${debs[0]}" ]; then
-  fail "expected one edge-outbox_*.deb in $build/package"
-fi
-deb=${debs[0]}
-printf '  %s (%s KiB)\n' "${deb#"$build"/}" "$(( $(stat -c %s "$deb") / 1024 ))"
-
-field() { dpkg-deb -f "$deb" "$1"; }
-[ "$(field Package)" = edge-outbox ] || fail "Package: $(field Package)"
-[[ "$(field Version)" == "$version"-* ]] || fail "Version $(field Version) is not $version-N"
-depends=$(field Depends)
-for d in adduser libc6 libstdc++6 libsqlite3-0; do
-  [[ ", $depends," == *", $d"[\ ,]* ]] || fail "Depends lacks $d (dpkg-shlibdeps?): $depends"
+arch=$(dpkg --print-architecture)
+deb="$build/package/edge-outbox_${version}_$arch.deb"
+dev="$build/package/edge-outbox-dev_${version}_$arch.deb"
+for d in "$deb" "$dev"; do
+  [ -f "$d" ] || fail "cpack made no ${d#"$build"/}: $(ls "$build/package")"
 done
-ok "control: Depends: $depends"
+[ "$(find "$build/package" -maxdepth 1 -name '*.deb' | wc -l)" -eq 2 ] ||
+  fail "cpack made other packages too: $(ls "$build/package")"
+for d in "$deb" "$dev"; do
+  printf '  %s (%s KiB, Installed-Size %s KiB)\n' "${d#"$build"/}" \
+    "$(($(stat -c %s "$d") / 1024))" "$(dpkg-deb -f "$d" Installed-Size)"
+done
+
+field() { dpkg-deb -f "$1" "$2"; }
+# has_dep LIST NAME: NAME is one of the comma-separated LIST's packages.
+has_dep() { [[ ", $1," == *", $2"[\ ,]* ]]; }
+[ "$(field "$deb" Package)" = edge-outbox ] || fail "Package: $(field "$deb" Package)"
+[ "$(field "$dev" Package)" = edge-outbox-dev ] || fail "Package: $(field "$dev" Package)"
+for d in "$deb" "$dev"; do
+  # Native: this project packages itself (packaging/debian/changelog).
+  [ "$(field "$d" Version)" = "$version" ] || fail "Version $(field "$d" Version) is not $version"
+done
+depends=$(field "$deb" Depends)
+for d in adduser libc6 libstdc++6 libsqlite3-0 libcurl4; do
+  has_dep "$depends" "$d" || fail "edge-outbox's Depends lacks $d (dpkg-shlibdeps?): $depends"
+done
+ok "edge-outbox: Depends: $depends"
+dev_depends=$(field "$dev" Depends)
+# What outboxConfig.cmake find_dependency()s, as the -dev packages holding it.
+while IFS= read -r pkg; do
+  case $pkg in
+    SQLiteCpp) d=libsqlitecpp-dev ;;
+    SQLite3) d=libsqlite3-dev ;;
+    CURL) d=libcurl4-openssl-dev ;;
+    OpenSSL) d=libssl-dev ;;
+    spdlog) d=libspdlog-dev ;;
+    fmt) d=libfmt-dev ;;
+    cereal) d=libcereal-dev ;;
+    CLI11) d=libcli11-dev ;;
+    Threads) continue ;;
+    *) fail "outboxConfig.cmake needs $pkg: which Debian package has it? (add it here)" ;;
+  esac
+  has_dep "$dev_depends" "$d" || fail "edge-outbox-dev's Depends lacks $d (find_dependency($pkg))"
+done < <(sed -n 's/^find_dependency(\([A-Za-z0-9_]*\))$/\1/p' "$build/packaging/outboxConfig.cmake")
+[ "$(field "$dev" Recommends)" = "edge-outbox (= $version)" ] ||
+  fail "edge-outbox-dev's Recommends: $(field "$dev" Recommends)"
+ok "edge-outbox-dev: Depends: $dev_depends; Recommends: edge-outbox (= $version)"
 dpkg-deb -e "$deb" "$work/control"
 [ "$(cat "$work/control/conffiles")" = /etc/outbox/outboxd.example.json ] ||
   fail "conffiles: $(cat "$work/control/conffiles")"
 for s in postinst prerm postrm; do
-  [ -x "$work/control/$s" ] || fail "no executable $s in the package"
+  [ -x "$work/control/$s" ] || fail "no executable $s in edge-outbox"
 done
-ok "control: conffile /etc/outbox/outboxd.example.json; postinst, prerm, postrm"
+dpkg-deb -e "$dev" "$work/control-dev"
+[ -z "$(find "$work/control-dev" -type f -not -name control -not -name md5sums)" ] ||
+  fail "edge-outbox-dev has maintainer scripts or conffiles: $(ls "$work/control-dev")"
+ok "control: conffile /etc/outbox/outboxd.example.json; postinst, prerm, postrm in edge-outbox only"
 
-# --- 2. the file list ------------------------------------------------------------
-dpkg-deb -c "$deb" | awk '{print $6}' | sed 's|^\.||' >"$work/files"
-expected=(
+# --- 2. the file lists ---------------------------------------------------------------
+# check_files DEB EXPECTED_REGEX PATH...: every PATH is in DEB, and every file
+# of DEB matches EXPECTED_REGEX.
+check_files() {
+  local deb=$1 allowed=$2 name
+  shift 2
+  name=$(basename "$deb")
+  dpkg-deb -c "$deb" | awk '{print $6}' | sed 's|^\.||' >"$work/files"
+  for p in "$@"; do
+    grep -qxF "$p" "$work/files" || fail "$name lacks $p"
+  done
+  unexpected=$(grep -v '/$' "$work/files" | grep -Ev "^($allowed)$" || true)
+  [ -z "$unexpected" ] || fail "unexpected files in $name:"$'\n'"$unexpected"
+  ok "files of $name: $# expected paths present, nothing unexpected"
+}
+runtime=(
   /lib/systemd/system/outboxd@.service
   /etc/outbox/outboxd.example.json
   /var/lib/outbox/
+  /usr/share/edge-outbox/prometheus/outbox-alerts.yml
+  /usr/share/doc/edge-outbox/README.md
+  /usr/share/doc/edge-outbox/copyright
+  /usr/share/doc/edge-outbox/changelog.gz
+  /usr/lib/python3/dist-packages/edge_outbox.py
+  /usr/share/lintian/overrides/edge-outbox
+)
+for p in "${programs[@]}"; do runtime+=("/usr/bin/$p"); done
+[[ " ${programs[*]} " == *" outboxd "* ]] && runtime+=(/usr/share/man/man8/outboxd.8.gz)
+[[ " ${programs[*]} " == *" outboxctl "* ]] && runtime+=(/usr/share/man/man1/outboxctl.1.gz)
+check_files "$deb" "/usr/bin/outbox(d|ctl)|/usr/share/man/man(8/outboxd\.8|1/outboxctl\.1)\.gz|/usr/share/doc/edge-outbox/(README\.md|copyright|changelog\.gz)|/usr/share/edge-outbox/prometheus/[a-z-]+\.yml|/usr/lib/python3/dist-packages/edge_outbox\.py|/usr/share/lintian/overrides/edge-outbox|/lib/systemd/system/outboxd@\.service|/etc/outbox/outboxd\.example\.json" \
+  "${runtime[@]}"
+development=(
   "/usr/$libdir/cmake/outbox/outboxConfig.cmake"
   "/usr/$libdir/cmake/outbox/outboxConfigVersion.cmake"
   "/usr/$libdir/cmake/outbox/outboxTargets.cmake"
   "/usr/$libdir/pkgconfig/outbox.pc"
-  /usr/share/edge-outbox/prometheus/outbox-alerts.yml
-  /usr/share/doc/edge-outbox/README.md
+  /usr/share/doc/edge-outbox-dev/copyright
+  /usr/share/doc/edge-outbox-dev/changelog.gz
 )
-for p in "${programs[@]}"; do expected+=("/usr/bin/$p"); done
 for l in "${libraries[@]}"; do
-  expected+=("/usr/include/outbox/${l#outbox_}.h")
-  if grep -qx "/usr/$libdir/lib$l.a" "$work/files"; then
-    expected+=("/usr/$libdir/lib$l.a")
-  else
-    expected+=("/usr/$libdir/lib$l.so")
-  fi
+  development+=("/usr/include/outbox/${l#outbox_}.h" "/usr/$libdir/lib$l.a")
 done
-for p in "${expected[@]}"; do
-  grep -qxF "$p" "$work/files" || fail "the package lacks $p"
-done
-unexpected=$(grep -v '/$' "$work/files" | grep -Ev "^(/usr/bin/outbox(d|ctl)|/usr/include/outbox/[a-z_]+\.h|/usr/$libdir/(liboutbox_[a-z_]+\.(a|so[.0-9]*)|cmake/outbox/outbox[A-Za-z-]+\.cmake|pkgconfig/outbox\.pc)|/usr/share/doc/edge-outbox/.+|/usr/share/edge-outbox/.+|/lib/systemd/system/outboxd@\.service|/etc/outbox/outboxd\.example\.json)$" || true)
-[ -z "$unexpected" ] || fail "unexpected files in the package:"$'\n'"$unexpected"
-[[ " ${programs[*]} " == *" outboxd "* ]] || echo "  (outboxd is not built yet: /usr/bin/outboxd is not required)"
-ok "files: ${#expected[@]} expected paths present, nothing unexpected"
+check_files "$dev" "/usr/include/outbox/[a-z_]+\.h|/usr/$libdir/(liboutbox_[a-z_]+\.a|cmake/outbox/outbox[A-Za-z-]+\.cmake|pkgconfig/outbox\.pc)|/usr/share/doc/edge-outbox-dev/(copyright|changelog\.gz)" \
+  "${development[@]}"
 
-# --- 3. relocatable CMake and pkg-config files -------------------------------
 root="$work/root"
 dpkg-deb -x "$deb" "$root"
+dpkg-deb -x "$dev" "$root"
+for l in "${libraries[@]}"; do
+  sections=$(readelf -S -W "$root/usr/$libdir/lib$l.a")
+  ! grep -qE '\] \.(debug_|comment)' <<<"$sections" || fail "lib$l.a keeps debug info or .comment"
+done
+ok "static libraries stripped of debug info ($(du -ck "$root/usr/$libdir"/liboutbox_*.a | tail -1 | cut -f1) KiB together)"
+for p in "${programs[@]}"; do
+  b="$root/usr/bin/$p"
+  # Whole outputs first: grep -q stopping early would fail readelf (pipefail).
+  header=$(readelf -h -l -d -S -W "$b")
+  symbols=$(readelf --dyn-syms -W "$b")
+  grep -qE '^ *Type: *DYN' <<<"$header" || fail "$p is not PIE"
+  grep -q GNU_RELRO <<<"$header" || fail "$p has no RELRO segment"
+  grep -qE 'FLAGS.*(BIND_NOW|NOW)' <<<"$header" || fail "$p is not linked with -z now"
+  grep -q ' __stack_chk_fail' <<<"$symbols" || fail "$p has no stack protector"
+  grep -qE ' __[a-z_]+_chk(@| )' <<<"$symbols" || fail "$p calls no fortified function"
+  ! grep -q '\] \.debug_' <<<"$header" || fail "$p is not stripped"
+done
+ok "programs: PIE, full RELRO, BIND_NOW, stack protector, _FORTIFY_SOURCE, stripped"
+
+# --- 3. lintian ----------------------------------------------------------------------
+# Errors and warnings fail, and so does any information tag: each is fixed
+# or explained in packaging/debian/edge-outbox.lintian-overrides (shipped in
+# the package, where lintian reads it).
+lintian --fail-on error,warning --display-info "$deb" "$dev" >"$work/lintian.log" 2>&1 ||
+  { cat "$work/lintian.log" >&2; fail "lintian: errors or warnings (above)"; }
+if grep -v '^running with root privileges' "$work/lintian.log" | grep -q .; then
+  cat "$work/lintian.log" >&2
+  fail "lintian: information tags (above): fix them, or explain them in an override"
+fi
+ok "lintian $(lintian --print-version): nothing reported, errors and warnings fatal, information tags too"
+
+# --- 4. relocatable CMake and pkg-config files -------------------------------
 if grep -rlF -e "$build" -e "$src" -e "$work" "$root/usr/$libdir/cmake/outbox" "$root/usr/$libdir/pkgconfig"; then
   fail "installed CMake or pkg-config files name a build path (above)"
 fi
@@ -129,8 +217,14 @@ for p in "${programs[@]}"; do
   fi
 done
 ok "installed config files and programs name no build path"
+for page in "$root"/usr/share/man/man*/*.gz; do
+  out=$(LC_ALL=C.UTF-8 MANROFFSEQ='' MANWIDTH=80 man --warnings -E UTF-8 -l -Tutf8 -Z "$page" 2>&1 >/dev/null) ||
+    fail "man $(basename "$page"): $out"
+  [ -z "$out" ] || fail "man $(basename "$page") warns: $out"
+done
+ok "man pages render without warnings: $(cd "$root/usr/share/man" && echo man*/*.gz)"
 
-# --- 4. the programs, run from the extracted package --------------------------
+# --- 4b. the programs, run from the extracted packages --------------------------
 export LD_LIBRARY_PATH="$root/usr/$libdir${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 ctl="$root/usr/bin/outboxctl"
 "$ctl" --help >"$work/help.txt" || fail "outboxctl --help"
@@ -179,6 +273,10 @@ if not block or block.group(1) != text:
     sys.exit("outboxd.example.json differs from the config example in docs/configuration.md")
 print("  ok  example config: valid JSON, identical to docs/configuration.md's")
 PY
+rules="$root/usr/share/edge-outbox/prometheus/outbox-alerts.yml"
+promtool check rules "$rules" >"$work/promtool.log" 2>&1 ||
+  { cat "$work/promtool.log" >&2; fail "promtool check rules $(basename "$rules")"; }
+ok "promtool check rules: $(grep -o 'SUCCESS: [0-9]* rules found' "$work/promtool.log")"
 python3 - "$root/usr/share/edge-outbox/prometheus/outbox-alerts.yml" <<'PY' || fail "alert rules"
 import sys, yaml
 rules = [r for g in yaml.safe_load(open(sys.argv[1]))["groups"] for r in g["rules"]]
@@ -204,7 +302,7 @@ case "\$1" in
   *) exit 2 ;;
 esac
 EOF
-for cmd in addgroup adduser usermod systemctl; do
+for cmd in addgroup adduser usermod systemctl deb-systemd-invoke; do
   cat >"$stubs/$cmd" <<EOF
 #!/bin/sh
 echo "$cmd \$*" >>"$work/calls"
@@ -233,7 +331,7 @@ addgroup --system --quiet outbox
 adduser --system --quiet --ingroup outbox --no-create-home --home /nonexistent --shell /usr/sbin/nologin --gecos edge-outbox agent outbox
 systemctl --system daemon-reload
 systemctl --system daemon-reload
-systemctl stop outboxd@*.service
+deb-systemd-invoke stop outboxd@*.service
 systemctl --system daemon-reload
 usermod --lock --expiredate 1 outbox
 systemctl --system daemon-reload

@@ -1,8 +1,11 @@
 // Prometheus text exposition format 0.0.4
-// (https://prometheus.io/docs/instrumenting/exposition_formats/).
+// (https://prometheus.io/docs/instrumenting/exposition_formats/) and
+// OpenMetrics 1.0.0 (https://github.com/OpenObservability/OpenMetrics,
+// specification/OpenMetrics.md), from one description of the families.
 #include "prometheus.h"
 
 #include <algorithm>
+#include <cctype>
 #include <charconv>
 #include <chrono>
 #include <cmath>
@@ -17,6 +20,8 @@ namespace {
 
 using Label = std::pair<std::string_view, std::string_view>;
 
+constexpr std::string_view kTotal = "_total";
+
 // Shortest text that reads back as the same double, as Prometheus' own
 // clients print it ("0.0005", "2.5", "86400").
 std::string FormatDouble(double value) {
@@ -27,7 +32,7 @@ std::string FormatDouble(double value) {
   return std::string(text, result.ptr);
 }
 
-// Label values may hold anything a topic name holds; the format allows any
+// Label values may hold anything a topic name holds; both formats allow any
 // UTF-8 with backslash, double quote and line feed escaped.
 void AppendLabelValue(std::string& out, std::string_view value) {
   for (char c : value) {
@@ -47,9 +52,18 @@ void AppendLabelValue(std::string& out, std::string_view value) {
   }
 }
 
+// Writes families in either format. The differences: OpenMetrics names a
+// counter family without "_total" and adds NAME_created samples, may give a
+// family's UNIT, and ends with "# EOF".
 class Exposition {
  public:
-  void Family(std::string_view name, std::string_view type, std::string_view help) {
+  Exposition(MetricsFormat format, std::int64_t created_ms)
+      : open_metrics_(format == MetricsFormat::kOpenMetrics),
+        created_(FormatDouble(static_cast<double>(created_ms) / 1000.0)) {}
+
+  // A gauge or histogram family. `unit` (OpenMetrics only) ends its name.
+  void Family(std::string_view name, std::string_view type, std::string_view help,
+              std::string_view unit = {}) {
     out_ += "# HELP ";
     out_ += name;
     out_ += ' ';
@@ -59,6 +73,42 @@ class Exposition {
     out_ += ' ';
     out_ += type;
     out_ += '\n';
+    if (open_metrics_ && !unit.empty()) {
+      out_ += "# UNIT ";
+      out_ += name;
+      out_ += ' ';
+      out_ += unit;
+      out_ += '\n';
+    }
+  }
+
+  // A counter family, named as its samples are (NAME_total).
+  // `clashes_with_gauge`: OpenMetrics' family NAME is a gauge's name too, so
+  // there the family is typed unknown and keeps the full name.
+  void CounterFamily(std::string_view total_name, std::string_view help,
+                     bool clashes_with_gauge = false) {
+    counter_created_ = open_metrics_ && !clashes_with_gauge;
+    if (!open_metrics_) {
+      Family(total_name, "counter", help);
+    } else if (clashes_with_gauge) {
+      Family(total_name, "unknown", help);
+    } else {
+      Family(total_name.substr(0, total_name.size() - kTotal.size()), "counter", help);
+    }
+  }
+
+  // One sample of the last CounterFamily, with its _created in OpenMetrics.
+  void CounterSample(std::string_view total_name, std::initializer_list<Label> labels,
+                     std::int64_t value) {
+    Sample(total_name, labels, value);
+    if (counter_created_) {
+      Created(total_name.substr(0, total_name.size() - kTotal.size()), labels);
+    }
+  }
+
+  // NAME_created of a counter or histogram family (OpenMetrics only).
+  void Created(std::string_view family, std::initializer_list<Label> labels) {
+    if (open_metrics_) SampleText(std::string(family) + "_created", labels, created_);
   }
 
   void Sample(std::string_view name, std::initializer_list<Label> labels, std::int64_t value) {
@@ -68,7 +118,10 @@ class Exposition {
     SampleText(name, labels, FormatDouble(value));
   }
 
-  std::string Take() { return std::move(out_); }
+  std::string Take() {
+    if (open_metrics_) out_ += "# EOF\n";
+    return std::move(out_);
+  }
 
  private:
   void SampleText(std::string_view name, std::initializer_list<Label> labels,
@@ -92,6 +145,9 @@ class Exposition {
     out_ += '\n';
   }
 
+  bool open_metrics_;
+  std::string created_;
+  bool counter_created_ = false;
   std::string out_;
 };
 
@@ -146,6 +202,7 @@ void RenderCounters(Exposition& out, const MetricsSnapshot& snapshot) {
     const char* name;
     const char* help;
     std::int64_t TopicCounters::*field;
+    bool clashes_with_gauge = false;
   };
   static constexpr Counter kCounters[] = {
       {"outbox_enqueued_total", "Messages enqueued through this process.",
@@ -154,7 +211,7 @@ void RenderCounters(Exposition& out, const MetricsSnapshot& snapshot) {
        &TopicCounters::delivered},
       {"outbox_attempt_failures_total", "Failed delivery attempts.",
        &TopicCounters::attempt_failures},
-      {"outbox_dead_total", "Messages dead-lettered.", &TopicCounters::dead},
+      {"outbox_dead_total", "Messages dead-lettered.", &TopicCounters::dead, true},
       {"outbox_recycled_total", "In-flight messages whose lease expired, made pending again.",
        &TopicCounters::recycled},
       {"outbox_pool_rejections_total",
@@ -168,22 +225,22 @@ void RenderCounters(Exposition& out, const MetricsSnapshot& snapshot) {
        &TopicCounters::crash_budget_deaths},
   };
   for (const Counter& counter : kCounters) {
-    out.Family(counter.name, "counter", counter.help);
+    out.CounterFamily(counter.name, counter.help, counter.clashes_with_gauge);
     for (const auto& [label, counters] : snapshot.topics) {
-      out.Sample(counter.name, {{"topic", label}}, counters.*counter.field);
+      out.CounterSample(counter.name, {{"topic", label}}, counters.*counter.field);
     }
   }
-  out.Family("outbox_taken_back_total", "counter",
-             "In-flight messages taken back from agents of this host that no longer run.");
-  out.Sample("outbox_taken_back_total", {}, snapshot.taken_back_leases);
-  out.Family("outbox_sweeper_errors_total", "counter",
-             "Sweeper passes that failed (database or disk errors); see /healthz.");
-  out.Sample("outbox_sweeper_errors_total", {}, snapshot.sweeper_errors);
+  out.CounterFamily("outbox_taken_back_total",
+                    "In-flight messages taken back from agents of this host that no longer run.");
+  out.CounterSample("outbox_taken_back_total", {}, snapshot.taken_back_leases);
+  out.CounterFamily("outbox_sweeper_errors_total",
+                    "Sweeper passes that failed (database or disk errors); see /healthz.");
+  out.CounterSample("outbox_sweeper_errors_total", {}, snapshot.sweeper_errors);
 }
 
 void RenderLatency(Exposition& out, const MetricsSnapshot& snapshot) {
   constexpr std::string_view kName = "outbox_delivery_latency_seconds";
-  out.Family(kName, "histogram", "Time from commit to acknowledgement, seconds.");
+  out.Family(kName, "histogram", "Time from commit to acknowledgement, seconds.", "seconds");
   const std::string bucket = std::string(kName) + "_bucket";
   for (const auto& [label, counters] : snapshot.topics) {
     // The snapshot counts per bucket; the format wants counts up to each bound.
@@ -197,6 +254,7 @@ void RenderLatency(Exposition& out, const MetricsSnapshot& snapshot) {
     out.Sample(bucket, {{"topic", label}, {"le", "+Inf"}}, counters.latency_count);
     out.Sample(std::string(kName) + "_sum", {{"topic", label}}, counters.latency_sum_seconds);
     out.Sample(std::string(kName) + "_count", {{"topic", label}}, counters.latency_count);
+    out.Created(kName, {{"topic", label}});
   }
 }
 
@@ -218,7 +276,7 @@ void RenderDatabase(Exposition& out, const MetricsSnapshot& snapshot, std::int64
       out.Sample(gauge.name, {{"topic", label}}, g.*gauge.field);
   }
   out.Family("outbox_oldest_pending_age_seconds", "gauge",
-             "Age of the oldest pending message, seconds; 0 when none is pending.");
+             "Age of the oldest pending message, seconds; 0 when none is pending.", "seconds");
   for (const auto& [label, g] : gauges) {
     // In doubles: created_at holds whatever another application wrote, and
     // now - INT64_MIN overflows.
@@ -232,9 +290,9 @@ void RenderDatabase(Exposition& out, const MetricsSnapshot& snapshot, std::int64
   out.Family("outbox_unrouted_pending", "gauge",
              "Pending messages whose topic has no route in the configuration.");
   out.Sample("outbox_unrouted_pending", {}, snapshot.unrouted_pending);
-  out.Family("outbox_db_bytes", "gauge", "Bytes of used pages in the database file.");
+  out.Family("outbox_db_bytes", "gauge", "Bytes of used pages in the database file.", "bytes");
   out.Sample("outbox_db_bytes", {}, snapshot.db.db_bytes);
-  out.Family("outbox_wal_bytes", "gauge", "Size of the database's -wal file, bytes.");
+  out.Family("outbox_wal_bytes", "gauge", "Size of the database's -wal file, bytes.", "bytes");
   out.Sample("outbox_wal_bytes", {}, snapshot.db.wal_bytes);
 
   // 1 means the next insert fails. A limit that is off has no sample.
@@ -270,21 +328,118 @@ void RenderBreakers(Exposition& out, const MetricsSnapshot& snapshot) {
   }
 }
 
-}  // namespace
-
-std::string RenderPrometheus(const MetricsSnapshot& snapshot, std::int64_t now_ms) {
-  Exposition out;
+void RenderAll(Exposition& out, const MetricsSnapshot& snapshot, std::int64_t now_ms) {
   RenderCounters(out, snapshot);
   RenderLatency(out, snapshot);
   RenderDatabase(out, snapshot, now_ms);
   RenderBreakers(out, snapshot);
+}
+
+std::int64_t NowMs() {
+  const auto now = std::chrono::system_clock::now().time_since_epoch();
+  return std::chrono::duration_cast<std::chrono::milliseconds>(now).count();
+}
+
+std::string_view Trim(std::string_view text) {
+  const auto first = text.find_first_not_of(" \t");
+  if (first == std::string_view::npos) return {};
+  const auto last = text.find_last_not_of(" \t");
+  return text.substr(first, last - first + 1);
+}
+
+bool EqualsIgnoringCase(std::string_view a, std::string_view b) {
+  return std::equal(a.begin(), a.end(), b.begin(), b.end(), [](char x, char y) {
+    return std::tolower(static_cast<unsigned char>(x)) ==
+           std::tolower(static_cast<unsigned char>(y));
+  });
+}
+
+// One media range of an Accept header: its type, version parameter and q.
+struct MediaRange {
+  std::string_view type;
+  std::string_view version;
+  double q = 1.0;
+};
+
+MediaRange ParseMediaRange(std::string_view text) {
+  MediaRange range;
+  std::size_t semicolon = text.find(';');
+  range.type = Trim(text.substr(0, semicolon));
+  while (semicolon != std::string_view::npos) {
+    text.remove_prefix(semicolon + 1);
+    semicolon = text.find(';');
+    const std::string_view parameter = Trim(text.substr(0, semicolon));
+    const std::size_t equals = parameter.find('=');
+    if (equals == std::string_view::npos) continue;
+    const std::string_view name = Trim(parameter.substr(0, equals));
+    std::string_view value = Trim(parameter.substr(equals + 1));
+    if (value.size() >= 2 && value.front() == '"' && value.back() == '"') {
+      value = value.substr(1, value.size() - 2);
+    }
+    if (EqualsIgnoringCase(name, "version")) {
+      range.version = value;
+    } else if (EqualsIgnoringCase(name, "q")) {
+      double q = 0;
+      const auto [end, error] = std::from_chars(value.data(), value.data() + value.size(), q);
+      // A q that does not parse counts as 0: that range is not chosen.
+      range.q = error == std::errc() && end == value.data() + value.size() && q >= 0 && q <= 1
+                    ? q
+                    : 0.0;
+    }
+  }
+  return range;
+}
+
+}  // namespace
+
+MetricsFormat NegotiateMetricsFormat(std::string_view accept) {
+  double open_metrics_q = 0;
+  double text_q = 0;
+  while (!accept.empty()) {
+    const std::size_t comma = accept.find(',');
+    const MediaRange range = ParseMediaRange(accept.substr(0, comma));
+    accept.remove_prefix(comma == std::string_view::npos ? accept.size() : comma + 1);
+    if (EqualsIgnoringCase(range.type, "application/openmetrics-text")) {
+      if (range.version.empty() || range.version == "1.0.0") {
+        open_metrics_q = std::max(open_metrics_q, range.q);
+      }
+    } else if (EqualsIgnoringCase(range.type, "text/plain") ||
+               EqualsIgnoringCase(range.type, "text/*") || range.type == "*/*") {
+      text_q = std::max(text_q, range.q);
+    }
+  }
+  return open_metrics_q > 0 && open_metrics_q >= text_q ? MetricsFormat::kOpenMetrics
+                                                        : MetricsFormat::kPrometheusText;
+}
+
+std::string_view MetricsContentType(MetricsFormat format) {
+  return format == MetricsFormat::kOpenMetrics
+             ? "application/openmetrics-text; version=1.0.0; charset=utf-8"
+             : "text/plain; version=0.0.4; charset=utf-8";
+}
+
+std::string RenderPrometheus(const MetricsSnapshot& snapshot, std::int64_t now_ms) {
+  Exposition out(MetricsFormat::kPrometheusText, 0);
+  RenderAll(out, snapshot, now_ms);
   return out.Take();
 }
 
+std::string RenderOpenMetrics(const MetricsSnapshot& snapshot, std::int64_t now_ms,
+                              std::int64_t created_ms) {
+  Exposition out(MetricsFormat::kOpenMetrics, created_ms);
+  RenderAll(out, snapshot, now_ms);
+  return out.Take();
+}
+
+std::string RenderMetrics(const MetricsSnapshot& snapshot, MetricsFormat format,
+                          std::int64_t created_ms) {
+  return format == MetricsFormat::kOpenMetrics
+             ? RenderOpenMetrics(snapshot, NowMs(), created_ms)
+             : RenderPrometheus(snapshot, NowMs());
+}
+
 std::string RenderPrometheus(const MetricsSnapshot& snapshot) {
-  const auto now = std::chrono::system_clock::now().time_since_epoch();
-  return RenderPrometheus(snapshot,
-                          std::chrono::duration_cast<std::chrono::milliseconds>(now).count());
+  return RenderPrometheus(snapshot, NowMs());
 }
 
 }  // namespace outbox::agent

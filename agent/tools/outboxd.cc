@@ -36,6 +36,7 @@
 
 #include "listen_address.h"
 #include "outbox/agent.h"
+#include "prometheus.h"
 
 namespace {
 
@@ -164,14 +165,19 @@ class AgentSlot {
     std::lock_guard lock(mutex_);
     return agent_ != nullptr && agent_->Running();
   }
-  // Prometheus text, or nullopt when no agent runs.
-  std::optional<std::string> RenderMetrics() {
+  // The metrics in `format`, or nullopt when no agent runs.
+  std::optional<std::string> RenderMetrics(outbox::agent::MetricsFormat format) {
     std::lock_guard lock(mutex_);
     if (agent_ == nullptr) return std::nullopt;
-    return outbox::agent::RenderPrometheus(agent_->Snapshot());
+    return outbox::agent::RenderMetrics(agent_->Snapshot(), format, created_ms_);
   }
 
  private:
+  // The counters count from here: they live as long as the daemon (reloads
+  // keep them), and so does this slot. OpenMetrics' _created samples.
+  const std::int64_t created_ms_ = std::chrono::duration_cast<std::chrono::milliseconds>(
+                                       std::chrono::system_clock::now().time_since_epoch())
+                                       .count();
   mutable std::mutex mutex_;
   std::unique_ptr<Agent> agent_;  // guarded by mutex_
 };
@@ -198,10 +204,13 @@ class MetricsServer {
                 std::shared_ptr<spdlog::logger> logger)
       : logger_(std::move(logger)) {
     server_.new_task_queue = [] { return new httplib::ThreadPool(kHttpThreads); };
-    server_.Get("/metrics", [&slot, this](const httplib::Request&, httplib::Response& response) {
+    server_.Get("/metrics", [&slot, this](const httplib::Request& request,
+                                          httplib::Response& response) {
       try {
-        if (auto text = slot.RenderMetrics()) {
-          response.set_content(*text, "text/plain; version=0.0.4; charset=utf-8");
+        const auto format =
+            outbox::agent::NegotiateMetricsFormat(request.get_header_value("Accept"));
+        if (auto text = slot.RenderMetrics(format)) {
+          response.set_content(*text, std::string(outbox::agent::MetricsContentType(format)));
         } else {
           response.status = 503;
           response.set_content("agent not running\n", "text/plain");

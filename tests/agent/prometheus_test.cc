@@ -195,5 +195,80 @@ TEST(RenderPrometheus, EmptySnapshotIsValid) {
   EXPECT_EQ(text.back(), '\n');
 }
 
+constexpr std::int64_t kCreatedMs = 1'699'999'000'500;
+
+TEST(RenderOpenMetrics, CountersDropTotalFromTheFamilyAndCarryCreated) {
+  const std::string text = RenderOpenMetrics(Sample(), kNowMs, kCreatedMs);
+  EXPECT_TRUE(HasLine(text, "# TYPE outbox_enqueued counter")) << text;
+  EXPECT_FALSE(HasLine(text, "# TYPE outbox_enqueued_total counter"));
+  EXPECT_TRUE(HasLine(text, R"(outbox_enqueued_total{topic="order.created"} 1)"));
+  EXPECT_TRUE(HasLine(text, R"(outbox_enqueued_created{topic="order.created"} 1699999000.5)"));
+  EXPECT_TRUE(HasLine(text, "# TYPE outbox_taken_back counter"));
+  EXPECT_TRUE(HasLine(text, "outbox_taken_back_total 2"));
+  EXPECT_TRUE(HasLine(text, "outbox_taken_back_created 1699999000.5"));
+}
+
+// A counter family "outbox_dead" would clash with the gauge outbox_dead; the
+// sample keeps its name (what queries and alerts use) as an unknown family.
+TEST(RenderOpenMetrics, TheDeadCounterIsUnknownBesideTheDeadGauge) {
+  const std::string text = RenderOpenMetrics(Sample(), kNowMs, kCreatedMs);
+  EXPECT_TRUE(HasLine(text, "# TYPE outbox_dead_total unknown")) << text;
+  EXPECT_TRUE(HasLine(text, R"(outbox_dead_total{topic="order.created"} 4)"));
+  EXPECT_TRUE(HasLine(text, "# TYPE outbox_dead gauge"));
+  EXPECT_EQ(text.find("outbox_dead_created"), std::string::npos);
+}
+
+TEST(RenderOpenMetrics, HistogramUnitsCreatedAndEof) {
+  const std::string text = RenderOpenMetrics(Sample(), kNowMs, kCreatedMs);
+  EXPECT_TRUE(HasLine(text, "# UNIT outbox_delivery_latency_seconds seconds")) << text;
+  EXPECT_TRUE(HasLine(
+      text, R"(outbox_delivery_latency_seconds_created{topic="order.created"} 1699999000.5)"));
+  EXPECT_TRUE(HasLine(text, "# UNIT outbox_db_bytes bytes"));
+  EXPECT_TRUE(HasLine(text, "# UNIT outbox_oldest_pending_age_seconds seconds"));
+  EXPECT_TRUE(text.ends_with("\n# EOF\n")) << text;
+  EXPECT_EQ(text.find("\n\n"), std::string::npos);
+}
+
+TEST(RenderOpenMetrics, EmptySnapshotEndsWithEof) {
+  const std::string text = RenderOpenMetrics(MetricsSnapshot{}, kNowMs, kCreatedMs);
+  EXPECT_TRUE(HasLine(text, "outbox_db_bytes 0")) << text;
+  EXPECT_TRUE(text.ends_with("# EOF\n"));
+}
+
+// The Prometheus text has none of OpenMetrics' additions.
+TEST(RenderPrometheus, HasNoOpenMetricsLines) {
+  const std::string text = RenderPrometheus(Sample(), kNowMs);
+  EXPECT_EQ(text.find("_created"), std::string::npos);
+  EXPECT_EQ(text.find("# UNIT"), std::string::npos);
+  EXPECT_EQ(text.find("# EOF"), std::string::npos);
+  EXPECT_TRUE(HasLine(text, "# TYPE outbox_enqueued_total counter"));
+}
+
+TEST(NegotiateMetricsFormat, OpenMetricsOnlyWhenAskedForAtLeastAsMuchAsText) {
+  using enum MetricsFormat;
+  // What Prometheus 2.42 sends.
+  EXPECT_EQ(NegotiateMetricsFormat(
+                "application/openmetrics-text;version=1.0.0,application/openmetrics-text;"
+                "version=0.0.1;q=0.75,text/plain;version=0.0.4;q=0.5,*/*;q=0.1"),
+            kOpenMetrics);
+  EXPECT_EQ(NegotiateMetricsFormat("application/openmetrics-text"), kOpenMetrics);
+  EXPECT_EQ(NegotiateMetricsFormat("Application/OpenMetrics-Text; Version=\"1.0.0\""),
+            kOpenMetrics);
+  EXPECT_EQ(NegotiateMetricsFormat(""), kPrometheusText);
+  EXPECT_EQ(NegotiateMetricsFormat("*/*"), kPrometheusText);
+  EXPECT_EQ(NegotiateMetricsFormat("text/plain; version=0.0.4"), kPrometheusText);
+  EXPECT_EQ(NegotiateMetricsFormat("application/openmetrics-text; version=0.0.1"),
+            kPrometheusText);
+  EXPECT_EQ(NegotiateMetricsFormat("application/openmetrics-text;q=0"), kPrometheusText);
+  EXPECT_EQ(NegotiateMetricsFormat("application/openmetrics-text;q=oops"), kPrometheusText);
+  EXPECT_EQ(NegotiateMetricsFormat("text/plain;q=0.9, application/openmetrics-text;q=0.5"),
+            kPrometheusText);
+  EXPECT_EQ(NegotiateMetricsFormat("text/plain;q=0.5, application/openmetrics-text;q=0.9"),
+            kOpenMetrics);
+  EXPECT_EQ(MetricsContentType(kOpenMetrics),
+            "application/openmetrics-text; version=1.0.0; charset=utf-8");
+  EXPECT_EQ(MetricsContentType(kPrometheusText), "text/plain; version=0.0.4; charset=utf-8");
+}
+
 }  // namespace
 }  // namespace outbox::agent

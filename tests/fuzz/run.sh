@@ -29,5 +29,5 @@ for target in row_headers retry_after message_builders enqueue config; do
   fi
   # "stat::number_of_executed_units: N" and the corpus size, from libFuzzer.
   runs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$log")
-  echo "$runs runs, corpus $(ls "$work" | wc -l) + $(ls "$here/corpus/$target" | wc -l) seeds"
+  echo "$runs runs, corpus $(find "$work" -mindepth 1 -maxdepth 1 | wc -l) + $(find "$here/corpus/$target" -mindepth 1 -maxdepth 1 | wc -l) seeds"
 done
