@@ -39,6 +39,7 @@ packages=(
   dpkg-dev python3-yaml systemd ccache file llvm-14
   help2man lintian shellcheck prometheus python3-prometheus-client
   golang-go golang-github-mattn-go-sqlite3-dev
+  nats-server mosquitto libnats-dev libmosquitto-dev
 )
 # Debian's node-sqlite3 needs Debian's nodejs; see install_node.
 node_packages=(nodejs node-sqlite3)

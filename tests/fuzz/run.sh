@@ -12,7 +12,7 @@ build=$1
 seconds=${2:-20}
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 mkdir -p "$build/fuzz-artifacts"
-for target in row_headers retry_after message_builders enqueue config; do
+for target in row_headers retry_after message_builders enqueue config sink_url; do
   work="$build/fuzz-corpus/$target"
   mkdir -p "$work"
   dict=()

@@ -2,6 +2,9 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
+#include <span>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -49,5 +52,34 @@ bool IsValidHeaderValue(std::string_view value);
 std::string_view ContentTypeOf(const EndpointOptions& options, const Message& message);
 // application/json, text/json or any "+json" media type.
 bool IsJsonContentType(std::string_view content_type);
+
+// Every check of Validate() but the URL's (shared by all kinds of sink).
+void ValidateCommon(const EndpointOptions& options);
+
+// A broker URL: scheme://host[:port]/path. No user info, query or fragment.
+struct BrokerUrl {
+  SinkKind kind = SinkKind::kNats;
+  bool tls = false;      // tls:// or mqtts://
+  std::string host;      // without IPv6 brackets
+  int port = 0;          // the scheme's default when the URL has none
+  std::string path;      // after the first '/': the subject or topic
+};
+
+// Throws std::invalid_argument naming "url" for anything malformed.
+BrokerUrl ParseBrokerUrl(std::string_view url);
+
+// A result for what went wrong before or outside a response.
+Result EndpointFailure(std::string error, bool configuration = false);
+Result MessageFailure(std::string error);
+
+// A broker sink's PushBatch: `push` each message in order, stopping at the
+// first failure (that result is the batch's). Throws std::invalid_argument
+// for an empty batch or one above `max_messages`.
+Result PushInOrder(std::span<const Message> messages, std::size_t max_messages,
+                   const std::function<Result(const Message&)>& push);
+
+// The sinks for brokers (nats_sink.cc, mqtt_sink.cc); options validated.
+std::unique_ptr<Sink> MakeNatsSink(EndpointOptions options);
+std::unique_ptr<Sink> MakeMqttSink(EndpointOptions options);
 
 }  // namespace outbox::transport::internal

@@ -99,6 +99,12 @@ std::string DefaultCloudEventsSource() {
 
 void Validate(const EndpointOptions& options) {
   ValidateUrl(options.url);
+  internal::ValidateCommon(options);
+}
+
+namespace internal {
+
+void ValidateCommon(const EndpointOptions& options) {
   if (options.connect_timeout_ms <= 0) Fail("connect_timeout_ms", "must be positive");
   if (options.timeout_ms <= 0) Fail("timeout_ms", "must be positive");
   ValidateHeaders(options.headers);
@@ -127,5 +133,7 @@ void Validate(const EndpointOptions& options) {
     Fail("tls.client_key_file", "needs tls.client_cert_file");
   }
 }
+
+}  // namespace internal
 
 }  // namespace outbox::transport

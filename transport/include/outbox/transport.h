@@ -1,8 +1,10 @@
-// outbox/transport.h: pushing outbox messages to an HTTP endpoint.
+// outbox/transport.h: delivering outbox messages to a sink.
 //
-// docs/design.md "HTTP contract" is the specification. An Endpoint POSTs one
-// message (or one batch) and says exactly what happened as a Result; the
-// agent turns that into state transitions, breaker decisions and metrics.
+// A Sink sends one message (or one batch) and says exactly what happened as
+// a Result; the agent turns that into state transitions, breaker decisions
+// and metrics, the same way for every kind of sink. The URL's scheme picks
+// the kind (MakeSink): an HTTP endpoint (docs/design.md "HTTP contract"), a NATS
+// JetStream subject or an MQTT broker topic.
 //
 // Everything around the transfer is a pure function here (message id,
 // headers, signatures, bodies, classification) so that tests and fuzzers can
@@ -68,6 +70,33 @@ struct TlsOptions {
   bool insecure_skip_verify = false;
 };
 
+// What a NATS JetStream sink needs beyond the URL. Credential values are
+// already resolved (see ResolveSecret); at most one way of authenticating.
+struct NatsOptions {
+  std::string user;       // with password: user/password authentication
+  std::string password;
+  std::string token;      // token authentication
+  // NKey authentication: the public key ("U...") and its seed ("SU...").
+  std::string nkey;
+  std::string nkey_seed;
+  // Decentralised authentication: the contents of a .creds file (user JWT
+  // and NKey seed).
+  std::string credentials;
+};
+
+// What an MQTT sink needs beyond the URL. The password is already resolved.
+struct MqttOptions {
+  std::string username;
+  std::string password;
+  // MQTT client identifier; "" = one generated per sink. Two connections
+  // with the same identifier make the broker drop the older one.
+  std::string client_id;
+  // 5 (recommended) or 4 (MQTT 3.1.1: no reason codes, no user properties).
+  int protocol_version = 5;
+  // Keep-alive interval, s (PINGREQ when the link is idle).
+  int keepalive_s = 30;
+};
+
 struct BatchOptions {
   // Messages per request; 1 = no batching (one POST per message).
   std::size_t max_messages = 1;
@@ -77,10 +106,17 @@ struct BatchOptions {
   BatchFormat format = BatchFormat::kNdjson;
 };
 
-// Everything about one endpoint (one topic's route). Checked by Validate().
+// Everything about one endpoint (one topic's route). Checked by Validate()
+// (HTTP) or ValidateSink() (any kind).
 struct EndpointOptions {
-  // http:// or https:// URL to POST to. Credentials do not belong in it: put
-  // them in `headers` (e.g. Authorization from "env:NAME").
+  // Where messages go; the scheme picks the sink (SinkKindOf):
+  //   http://host[:port]/path, https://...   POST to an HTTP endpoint
+  //   nats://host[:port]/subject, tls://...  publish into NATS JetStream
+  //   mqtt://host[:port]/topic, mqtts://...  publish to an MQTT broker; the
+  //                                          topic may hold {topic}, {key}
+  //                                          and {id} placeholders
+  // Credentials do not belong in it: put them in `headers` (HTTP, e.g.
+  // Authorization from "env:NAME"), `nats` or `mqtt`.
   std::string url;
   // Limit for connecting (TCP and TLS handshake), ms.
   std::int64_t connect_timeout_ms = 5000;
@@ -100,6 +136,8 @@ struct EndpointOptions {
   // bytes>". Empty = no signature; several = one signature each (rotation).
   std::vector<std::string> signing_secrets;
   BatchOptions batch;
+  NatsOptions nats;  // nats:// and tls:// only
+  MqttOptions mqtt;  // mqtt:// and mqtts:// only
   // Longest Retry-After honoured, ms; longer requests are cut to this.
   std::int64_t max_retry_after_ms = 3'600'000;
   // Bytes of a failed response's body kept in Result::error.
@@ -116,6 +154,7 @@ void Validate(const EndpointOptions& options);
 struct Message {
   std::string_view id = {};       // MessageId() of the row
   std::string_view topic = {};    // also the CloudEvents type
+  std::string_view key = {};      // the row's key (MQTT {key} placeholder)
   std::string_view payload = {};  // the body (bytes)
   // The row's own headers (see ParseRowHeaders); may be empty.
   std::span<const Header> headers = {};
@@ -217,6 +256,10 @@ struct Result {
   int http_status = 0;
   // 410 Gone: the endpoint is retired (outcome is kMessageFailure).
   bool endpoint_gone = false;
+  // An endpoint failure that only a change of configuration fixes (HTTP 401,
+  // 403, 404, 407; a NATS authorization violation; MQTT "not authorized"):
+  // the breaker opens at once instead of after a run of failures.
+  bool configuration_failure = false;
   // Delay the endpoint asked for (Retry-After), ms, capped; endpoint failures
   // only.
   std::optional<std::int64_t> retry_after_ms;
@@ -237,9 +280,81 @@ struct Result {
 Result Classify(int curl_code, long http_status, std::string_view retry_after, std::int64_t now_ms,
                 std::int64_t max_retry_after_ms);
 
+// The brokers' answers, classified like HTTP statuses (pure, for tests).
+//
+// An MQTT 5 PUBACK reason code: below 0x80 delivered; 0x87 not authorized an
+// endpoint failure with configuration_failure; 0x90 topic name invalid, 0x95
+// packet too large, 0x99 payload format invalid message failures; anything
+// else (0x97 quota exceeded, 0x83 implementation specific, 0x80 unspecified)
+// an endpoint failure.
+Result ClassifyMqttReasonCode(int reason_code);
+
+// A JetStream API error answering a publish (`code` as in its "err_code",
+// e.g. 10054 message too large): the server's resources or availability
+// (10002, 10005, 10008, 10009, 10023, 10028, 10047, 10053, 10077) are endpoint
+// failures, JetStream missing for the account or the stream gone (10039,
+// 10076, 10059) endpoint failures with configuration_failure; everything else
+// is about this one message: a message failure. `text` goes into the error.
+Result ClassifyJetStreamError(int code, std::string_view text);
+
 // Retry-After as ms from `now_ms`: delta-seconds or an HTTP-date (a past
 // date gives 0). nullopt if the value is neither.
 std::optional<std::int64_t> ParseRetryAfter(std::string_view value, std::int64_t now_ms);
+
+// The kinds of sink, picked by the URL's scheme.
+enum class SinkKind {
+  kHttp,  // http, https
+  kNats,  // nats, tls (NATS JetStream)
+  kMqtt,  // mqtt, mqtts
+};
+
+// "http", "nats", "mqtt" (for logs and metric labels).
+std::string_view SinkKindName(SinkKind kind);
+
+// The kind the URL's scheme names. Throws std::invalid_argument
+// "url: scheme must be one of http, https, nats, tls, mqtt, mqtts" otherwise.
+SinkKind SinkKindOf(std::string_view url);
+
+// Validate() for any kind of sink: the URL as its kind reads it, the options
+// that kind uses, and none of another kind's credentials. Throws
+// std::invalid_argument naming the first bad field.
+void ValidateSink(const EndpointOptions& options);
+
+// Where one topic's messages go.
+//
+// Thread-safe: the topic's workers call Push/PushBatch at once; AbortAll and
+// ResetAbort may be called from any thread. The destructor must not run while
+// a call is in flight. No call throws for what the network or the server does.
+class Sink {
+ public:
+  virtual ~Sink() = default;
+
+  virtual SinkKind kind() const = 0;
+
+  // Sends one message. A message the sink cannot encode (a malformed row
+  // header, an MQTT topic its key makes invalid) gives kMessageFailure
+  // without any I/O.
+  virtual Result Push(const Message& message) = 0;
+
+  // Sends 1..batch.max_messages messages; the Result applies to all of them.
+  // HTTP sends one request (see Endpoint::PushBatch); the brokers publish the
+  // messages in order and stop at the first failure, whose Result it is (the
+  // ones before it are then sent again later, and the broker's deduplication
+  // or the consumer drops them). Throws std::invalid_argument if the batch is
+  // empty or has too many messages.
+  virtual Result PushBatch(std::span<const Message> messages) = 0;
+
+  // Ends waits in flight as soon as the sink can (HTTP transfers and MQTT
+  // acknowledgements at once, a NATS publish within timeout_ms) with
+  // kEndpointFailure "aborted", and fails later calls the same way without
+  // I/O until ResetAbort(). For the agent's stop deadline.
+  virtual void AbortAll() = 0;
+  virtual void ResetAbort() = 0;
+};
+
+// The sink for options.url's scheme, validated (ValidateSink). Brokers are
+// connected lazily: construction never waits on the network.
+std::unique_ptr<Sink> MakeSink(EndpointOptions options);
 
 // An HTTP endpoint with a pool of kept-alive connections.
 //
@@ -248,18 +363,18 @@ std::optional<std::int64_t> ParseRetryAfter(std::string_view value, std::int64_t
 // kept-alive one back), so the pool grows to the number of concurrent
 // callers. AbortAll/ResetAbort may be called from any thread. The destructor
 // must not run while a call is in flight.
-class Endpoint {
+class Endpoint final : public Sink {
  public:
   // Validates `options` (throws std::invalid_argument naming the field).
   explicit Endpoint(EndpointOptions options);
-  ~Endpoint();
+  ~Endpoint() override;
   Endpoint(const Endpoint&) = delete;
   Endpoint& operator=(const Endpoint&) = delete;
 
   // POSTs one message. A row the builders above refuse (a malformed row
   // header, a topic that is not UTF-8 in a JSON body) gives kMessageFailure
   // with their error, without any I/O.
-  Result Push(const Message& message);
+  Result Push(const Message& message) override;
 
   // POSTs 1..batch.max_messages messages as one request in the configured
   // batch format; the Result applies to all of them. A kMessageFailure (other
@@ -267,14 +382,15 @@ class Endpoint {
   // retry smaller batches before marking any message dead. Throws
   // std::invalid_argument if the batch is empty, has too many messages or
   // (with more than one) exceeds batch.max_bytes.
-  Result PushBatch(std::span<const Message> messages);
+  Result PushBatch(std::span<const Message> messages) override;
 
   // Ends every transfer in flight at once (they return kEndpointFailure with
   // error "aborted") and makes later calls fail the same way without I/O
   // until ResetAbort(). For the agent's stop deadline.
-  void AbortAll();
-  void ResetAbort();
+  void AbortAll() override;
+  void ResetAbort() override;
 
+  SinkKind kind() const override { return SinkKind::kHttp; }
   const EndpointOptions& options() const;
 
  private:

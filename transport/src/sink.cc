@@ -1,0 +1,309 @@
+// Sink kinds: which one a URL names, the checks each kind adds, the factory.
+#include <charconv>
+#include <stdexcept>
+#include <string>
+
+#include "internal.h"
+#include "outbox/transport.h"
+
+namespace outbox::transport {
+namespace {
+
+[[noreturn]] void Fail(std::string_view field, std::string_view why) {
+  throw std::invalid_argument(std::string(field) + ": " + std::string(why));
+}
+
+std::string_view SchemeOf(std::string_view url) {
+  const std::size_t end = url.find("://");
+  return end == std::string_view::npos ? std::string_view{} : url.substr(0, end);
+}
+
+bool HasControlCharacter(std::string_view text) {
+  for (const char c : text) {
+    if (static_cast<unsigned char>(c) < 0x20 || c == 0x7F) return true;
+  }
+  return false;
+}
+
+// A NATS subject to publish to: dot-separated tokens, none empty, no
+// whitespace, no wildcard (a wildcard is for subscribing).
+void ValidateSubject(std::string_view subject) {
+  if (subject.empty()) Fail("url", "names no subject (nats://host:port/subject)");
+  if (HasControlCharacter(subject) || subject.find(' ') != std::string_view::npos) {
+    Fail("url", "subject holds whitespace or a control character");
+  }
+  std::size_t start = 0;
+  while (true) {
+    const std::size_t dot = subject.find('.', start);
+    const std::string_view token = subject.substr(start, dot - start);
+    if (token.empty()) Fail("url", "subject has an empty token (\"..\" or a dot at an end)");
+    if (token == "*" || token == ">") Fail("url", "subject must not hold a wildcard");
+    if (dot == std::string_view::npos) break;
+    start = dot + 1;
+  }
+}
+
+// An MQTT topic template: no wildcard, and only the known placeholders.
+void ValidateTopicTemplate(std::string_view topic) {
+  if (topic.empty()) Fail("url", "names no topic (mqtt://host:port/topic)");
+  if (topic.find_first_of("+#") != std::string_view::npos) {
+    Fail("url", "topic must not hold a wildcard (+ or #)");
+  }
+  if (HasControlCharacter(topic)) Fail("url", "topic holds a control character");
+  if (!internal::IsValidUtf8(topic)) Fail("url", "topic is not valid UTF-8");
+  for (std::size_t open = topic.find('{'); open != std::string_view::npos;
+       open = topic.find('{', open + 1)) {
+    const std::size_t close = topic.find('}', open);
+    const std::string_view name =
+        close == std::string_view::npos ? topic.substr(open) : topic.substr(open, close - open + 1);
+    if (name != "{topic}" && name != "{key}" && name != "{id}") {
+      Fail("url", "unknown placeholder " + std::string(name) + " (use {topic}, {key} or {id})");
+    }
+  }
+}
+
+bool IsUnresolved(std::string_view value) {
+  return value.starts_with("env:") || value.starts_with("file:");
+}
+
+void ValidateCredential(std::string_view value, std::string_view field) {
+  if (IsUnresolved(value)) {
+    Fail(field, "is an unresolved secret reference (resolve it with ResolveSecret)");
+  }
+  if (HasControlCharacter(value) && !field.ends_with("credentials")) {
+    Fail(field, "holds a control character");
+  }
+}
+
+void ValidateNats(const NatsOptions& nats) {
+  ValidateCredential(nats.user, "nats.user");
+  ValidateCredential(nats.password, "nats.password");
+  ValidateCredential(nats.token, "nats.token");
+  ValidateCredential(nats.nkey, "nats.nkey");
+  ValidateCredential(nats.nkey_seed, "nats.nkey_seed");
+  ValidateCredential(nats.credentials, "nats.credentials");
+  int methods = 0;
+  if (!nats.user.empty() || !nats.password.empty()) {
+    ++methods;
+    if (nats.user.empty()) Fail("nats.password", "needs nats.user");
+    if (nats.password.empty()) Fail("nats.user", "needs nats.password");
+  }
+  if (!nats.token.empty()) ++methods;
+  if (!nats.nkey.empty() || !nats.nkey_seed.empty()) {
+    ++methods;
+    if (!nats.nkey.starts_with('U')) Fail("nats.nkey", "must be a user public key (U...)");
+    if (!nats.nkey_seed.starts_with("SU")) Fail("nats.nkey_seed", "must be a user seed (SU...)");
+  }
+  if (!nats.credentials.empty()) {
+    ++methods;
+    if (nats.credentials.find("BEGIN NATS USER JWT") == std::string::npos ||
+        nats.credentials.find("BEGIN USER NKEY SEED") == std::string::npos) {
+      Fail("nats.credentials", "is not a .creds file (user JWT and NKey seed)");
+    }
+  }
+  if (methods > 1) {
+    Fail("nats", "give one of user/password, token, nkey/nkey_seed or credentials");
+  }
+}
+
+void ValidateMqtt(const MqttOptions& mqtt) {
+  ValidateCredential(mqtt.username, "mqtt.username");
+  ValidateCredential(mqtt.password, "mqtt.password");
+  if (!mqtt.password.empty() && mqtt.username.empty()) {
+    Fail("mqtt.password", "needs mqtt.username");
+  }
+  if (mqtt.client_id.size() > 65535 || HasControlCharacter(mqtt.client_id) ||
+      !internal::IsValidUtf8(mqtt.client_id)) {
+    Fail("mqtt.client_id", "must be UTF-8 without control characters, at most 65535 bytes");
+  }
+  if (mqtt.protocol_version != 4 && mqtt.protocol_version != 5) {
+    Fail("mqtt.protocol_version", "must be 5 (MQTT 5) or 4 (MQTT 3.1.1)");
+  }
+  // libmosquitto refuses keep-alives under 5 s; MQTT's field is 16 bits.
+  if (mqtt.keepalive_s < 5 || mqtt.keepalive_s > 65535) {
+    Fail("mqtt.keepalive_s", "must be 5..65535");
+  }
+}
+
+bool IsEmpty(const NatsOptions& nats) {
+  return nats.user.empty() && nats.password.empty() && nats.token.empty() && nats.nkey.empty() &&
+         nats.nkey_seed.empty() && nats.credentials.empty();
+}
+
+bool IsDefault(const MqttOptions& mqtt) {
+  const MqttOptions defaults;
+  return mqtt.username.empty() && mqtt.password.empty() && mqtt.client_id.empty() &&
+         mqtt.protocol_version == defaults.protocol_version &&
+         mqtt.keepalive_s == defaults.keepalive_s;
+}
+
+void ValidateBroker(const EndpointOptions& options, const internal::BrokerUrl& url) {
+  internal::ValidateCommon(options);
+  for (std::size_t i = 0; i < options.headers.size(); ++i) {
+    const std::string& name = options.headers[i].first;
+    if (internal::EqualsIgnoreCase(name, "Authorization") ||
+        internal::EqualsIgnoreCase(name, "Proxy-Authorization")) {
+      Fail("headers[" + std::to_string(i) + "]",
+           name + " is HTTP's; a broker's credentials go under nats or mqtt");
+    }
+  }
+  const TlsOptions& tls = options.tls;
+  if (!url.tls && (!tls.ca_file.empty() || !tls.client_cert_file.empty() ||
+                   tls.insecure_skip_verify)) {
+    Fail("tls", url.kind == SinkKind::kNats ? "needs a tls:// URL" : "needs an mqtts:// URL");
+  }
+  if (url.kind == SinkKind::kNats) {
+    ValidateSubject(url.path);
+    ValidateNats(options.nats);
+    if (!IsDefault(options.mqtt)) Fail("mqtt", "only for mqtt:// and mqtts:// URLs");
+  } else {
+    ValidateTopicTemplate(url.path);
+    ValidateMqtt(options.mqtt);
+    if (!IsEmpty(options.nats)) Fail("nats", "only for nats:// and tls:// URLs");
+  }
+}
+
+}  // namespace
+
+std::string_view SinkKindName(SinkKind kind) {
+  switch (kind) {
+    case SinkKind::kHttp:
+      return "http";
+    case SinkKind::kNats:
+      return "nats";
+    case SinkKind::kMqtt:
+      return "mqtt";
+  }
+  return "unknown";
+}
+
+SinkKind SinkKindOf(std::string_view url) {
+  const std::string_view scheme = SchemeOf(url);
+  if (scheme == "http" || scheme == "https") return SinkKind::kHttp;
+  if (scheme == "nats" || scheme == "tls") return SinkKind::kNats;
+  if (scheme == "mqtt" || scheme == "mqtts") return SinkKind::kMqtt;
+  if (url.empty()) Fail("url", "is required");
+  Fail("url", "scheme must be one of http, https, nats, tls, mqtt, mqtts");
+}
+
+void ValidateSink(const EndpointOptions& options) {
+  const SinkKind kind = SinkKindOf(options.url);
+  if (kind == SinkKind::kHttp) {
+    Validate(options);
+    if (!IsEmpty(options.nats)) Fail("nats", "only for nats:// and tls:// URLs");
+    if (!IsDefault(options.mqtt)) Fail("mqtt", "only for mqtt:// and mqtts:// URLs");
+    return;
+  }
+  ValidateBroker(options, internal::ParseBrokerUrl(options.url));
+}
+
+std::unique_ptr<Sink> MakeSink(EndpointOptions options) {
+  ValidateSink(options);
+  switch (SinkKindOf(options.url)) {
+    case SinkKind::kHttp:
+      return std::make_unique<Endpoint>(std::move(options));
+    case SinkKind::kNats:
+      return internal::MakeNatsSink(std::move(options));
+    case SinkKind::kMqtt:
+      return internal::MakeMqttSink(std::move(options));
+  }
+  throw std::logic_error("MakeSink: unknown sink kind");
+}
+
+namespace internal {
+
+BrokerUrl ParseBrokerUrl(std::string_view url) {
+  BrokerUrl parsed;
+  parsed.kind = SinkKindOf(url);
+  const std::string_view scheme = SchemeOf(url);
+  if (parsed.kind == SinkKind::kHttp) Fail("url", "is an HTTP URL, not a broker's");
+  parsed.tls = scheme == "tls" || scheme == "mqtts";
+  if (url.find('\0') != std::string_view::npos) Fail("url", "holds a NUL byte");
+  std::string_view rest = url.substr(scheme.size() + 3);
+  const std::size_t slash = rest.find('/');
+  std::string_view authority = rest.substr(0, slash);
+  parsed.path = slash == std::string_view::npos ? "" : std::string(rest.substr(slash + 1));
+  if (authority.find('@') != std::string_view::npos) {
+    Fail("url", "must not carry credentials; give them under nats or mqtt");
+  }
+  if (parsed.path.find_first_of("?") != std::string::npos) {
+    Fail("url", "must not have a query");
+  }
+  std::string_view port_text;
+  if (authority.starts_with('[')) {  // [IPv6]:port
+    const std::size_t close = authority.find(']');
+    if (close == std::string_view::npos) Fail("url", "has an unclosed [ in its host");
+    parsed.host = std::string(authority.substr(1, close - 1));
+    const std::string_view after = authority.substr(close + 1);
+    if (!after.empty() && !after.starts_with(':')) Fail("url", "has junk after its [host]");
+    if (!after.empty()) port_text = after.substr(1);
+    if (after == ":") Fail("url", "has an empty port");
+  } else {
+    const std::size_t colon = authority.rfind(':');
+    parsed.host = std::string(authority.substr(0, colon));
+    if (colon != std::string_view::npos) {
+      port_text = authority.substr(colon + 1);
+      if (port_text.empty()) Fail("url", "has an empty port");
+    }
+  }
+  if (parsed.host.empty()) Fail("url", "has no host");
+  if (HasControlCharacter(parsed.host) ||
+      parsed.host.find_first_of(" /\\") != std::string::npos) {
+    Fail("url", "host holds a character no host name has");
+  }
+  if (port_text.empty()) {
+    if (parsed.kind == SinkKind::kNats) {
+      parsed.port = 4222;
+    } else {
+      parsed.port = parsed.tls ? 8883 : 1883;
+    }
+  } else {
+    const auto [end, error] =
+        std::from_chars(port_text.data(), port_text.data() + port_text.size(), parsed.port);
+    if (error != std::errc() || end != port_text.data() + port_text.size() || parsed.port < 1 ||
+        parsed.port > 65535) {
+      Fail("url", "port must be a number 1..65535");
+    }
+  }
+  return parsed;
+}
+
+Result PushInOrder(std::span<const Message> messages, std::size_t max_messages,
+                   const std::function<Result(const Message&)>& push) {
+  if (messages.empty()) throw std::invalid_argument("PushBatch: empty batch");
+  if (messages.size() > max_messages) {
+    throw std::invalid_argument("PushBatch: more than batch.max_messages messages");
+  }
+  Result total;
+  total.outcome = Outcome::kDelivered;
+  for (const Message& message : messages) {
+    Result result = push(message);
+    total.request_bytes += result.request_bytes;
+    total.duration_us += result.duration_us;
+    if (result.outcome != Outcome::kDelivered) {
+      result.request_bytes = total.request_bytes;
+      result.duration_us = total.duration_us;
+      return result;
+    }
+  }
+  return total;
+}
+
+Result EndpointFailure(std::string error, bool configuration) {
+  Result result;
+  result.outcome = Outcome::kEndpointFailure;
+  result.configuration_failure = configuration;
+  result.error = std::move(error);
+  return result;
+}
+
+Result MessageFailure(std::string error) {
+  Result result;
+  result.outcome = Outcome::kMessageFailure;
+  result.error = std::move(error);
+  return result;
+}
+
+}  // namespace internal
+
+}  // namespace outbox::transport
