@@ -83,9 +83,16 @@ bool Breaker::OnFailure(bool open_now) {
   return false;
 }
 
-void Breaker::MarkGone() {
+bool Breaker::MarkGone() {
   std::lock_guard lock(mutex_);
+  const bool changed = mode_ != Mode::kGone;
   mode_ = Mode::kGone;
+  return changed;
+}
+
+Breaker::Mode Breaker::mode() const {
+  std::lock_guard lock(mutex_);
+  return mode_;
 }
 
 BreakerState Breaker::State() const {

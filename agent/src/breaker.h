@@ -35,7 +35,11 @@ class Breaker {
   void CancelProbe();
   // Returns true if this failure changed the state (for a log line).
   bool OnFailure(bool open_now);
-  void MarkGone();
+  // 410: nothing more is sent. Returns true if the breaker was not gone yet.
+  bool MarkGone();
+
+  enum class Mode { kClosed, kOpen, kHalfOpen, kGone };
+  Mode mode() const;
 
   // The last time the endpoint acknowledged anything, wall ms; 0 if never
   // since this process started. Feeds the outage accounting.
@@ -44,7 +48,6 @@ class Breaker {
   const std::string& endpoint() const { return endpoint_; }
 
  private:
-  enum class Mode { kClosed, kOpen, kHalfOpen, kGone };
   using TimePoint = std::chrono::steady_clock::time_point;
 
   const std::string endpoint_;

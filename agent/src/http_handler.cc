@@ -1,6 +1,14 @@
 #include "http_handler.h"
 
 namespace outbox::agent {
+
+HandlerResult Handler::HandleBatch(std::span<const Delivery> deliveries) {
+  for (const Delivery& delivery : deliveries) {
+    HandlerResult result = Handle(delivery);
+    if (result.outcome != Outcome::kDelivered) return result;
+  }
+  return {};
+}
 namespace {
 
 transport::Message ToMessage(const Delivery& delivery) {

@@ -16,24 +16,7 @@ const std::vector<double> kLatencyBounds = {0.0005, 0.001, 0.0025, 0.005, 0.01, 
                                             5,      10,    30,     60,    300,  3600,
                                             86400};
 
-class SystemClockImpl final : public Clock {
- public:
-  std::int64_t WallMs() override {
-    return std::chrono::duration_cast<std::chrono::milliseconds>(
-               std::chrono::system_clock::now().time_since_epoch())
-        .count();
-  }
-  std::chrono::steady_clock::time_point Monotonic() override {
-    return std::chrono::steady_clock::now();
-  }
-};
-
 }  // namespace
-
-std::shared_ptr<Clock> SystemClock() {
-  static const auto clock = std::make_shared<SystemClockImpl>();
-  return clock;
-}
 
 struct Metrics::Impl {
   mutable std::mutex mutex;
@@ -63,11 +46,6 @@ void Metrics::SetLabels(std::vector<std::string> topics) {
   for (auto& topic : topics) {
     if (topic != "*") impl_->labels.insert(std::move(topic));
   }
-}
-
-std::string Metrics::Label(std::string_view topic) const {
-  std::lock_guard lock(impl_->mutex);
-  return impl_->LabelLocked(topic);
 }
 
 void Metrics::Enqueued(std::string_view topic, std::int64_t n) {

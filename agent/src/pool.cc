@@ -22,16 +22,6 @@ WorkerPool::~WorkerPool() {
   Join();
 }
 
-bool WorkerPool::TrySubmit(store::Claimed claimed) {
-  {
-    std::lock_guard lock(mutex_);
-    if (stopping_ || queue_.size() >= capacity_) return false;
-    queue_.push_back(std::move(claimed));
-  }
-  ready_.notify_one();
-  return true;
-}
-
 std::vector<store::Claimed> WorkerPool::TrySubmitAll(std::vector<store::Claimed> claimed) {
   std::size_t taken = 0;
   {
@@ -55,11 +45,6 @@ int WorkerPool::FreeSlots() const {
   std::lock_guard lock(mutex_);
   if (stopping_) return 0;
   return static_cast<int>(capacity_ - std::min(capacity_, queue_.size()));
-}
-
-int WorkerPool::Busy() const {
-  std::lock_guard lock(mutex_);
-  return static_cast<int>(queue_.size()) + running_;
 }
 
 std::vector<store::Claimed> WorkerPool::StopIntake() {

@@ -15,7 +15,7 @@
 namespace outbox::agent {
 
 // Holds claimed leases (ids, not payloads: workers read a row just before
-// sending it) in a bounded queue. TrySubmit never blocks: a full pool says
+// sending it) in a bounded queue. TrySubmitAll never blocks: a full pool says
 // no and the caller reverts the claim. Thread-safe; owns and joins its
 // threads.
 class WorkerPool {
@@ -31,7 +31,6 @@ class WorkerPool {
   WorkerPool(const WorkerPool&) = delete;
   WorkerPool& operator=(const WorkerPool&) = delete;
 
-  bool TrySubmit(store::Claimed claimed);
   // Queues as many of `claimed` as fit, under one lock and with one wake-up,
   // so that a worker finds the whole group (a batch endpoint then sends it
   // as one request instead of a fragment per wake-up). Returns the leases
@@ -39,8 +38,6 @@ class WorkerPool {
   std::vector<store::Claimed> TrySubmitAll(std::vector<store::Claimed> claimed);
   // Queue slots free now.
   int FreeSlots() const;
-  // Leases queued or being worked on.
-  int Busy() const;
 
   // Refuses further submissions and returns the queued leases nobody started.
   std::vector<store::Claimed> StopIntake();

@@ -7,18 +7,6 @@
 #include <chrono>
 
 namespace outbox::agent {
-namespace {
-
-constexpr int kSqliteBusy = 5;
-constexpr int kSqliteLocked = 6;
-
-bool IsBusy(const store::StoreError& e) {
-  const int primary = e.sqlite_code() & 0xff;
-  return primary == kSqliteBusy || primary == kSqliteLocked;
-}
-
-}  // namespace
-
 Writer::Writer(const store::Options& options, std::shared_ptr<spdlog::logger> logger)
     : store_(std::make_unique<store::Store>(options)),
       database_id_(store_->database_id()),
@@ -48,22 +36,13 @@ void Writer::Submit(Task task) {
   if (wake) wake_.notify_one();
 }
 
-void Writer::Run(std::function<void(store::Store&)> apply) {
-  auto done = std::make_shared<std::promise<void>>();
-  std::future<void> result = done->get_future();
-  {
-    std::lock_guard lock(mutex_);
-    if (!thread_.joinable() || thread_.get_stop_token().stop_requested()) {
-      throw std::runtime_error("writer: stopped");
-    }
-    queue_.push_back({Task{std::move(apply), nullptr}, done, false});
-    ++urgent_queued_;
-  }
-  wake_.notify_one();
-  result.get();
-}
+void Writer::Run(std::function<void(store::Store&)> apply) { Wait(std::move(apply), false); }
 
 void Writer::RunAlone(std::function<void(store::Store&)> apply) {
+  Wait(std::move(apply), true);
+}
+
+void Writer::Wait(std::function<void(store::Store&)> apply, bool alone) {
   auto done = std::make_shared<std::promise<void>>();
   std::future<void> result = done->get_future();
   {
@@ -71,7 +50,7 @@ void Writer::RunAlone(std::function<void(store::Store&)> apply) {
     if (!thread_.joinable() || thread_.get_stop_token().stop_requested()) {
       throw std::runtime_error("writer: stopped");
     }
-    queue_.push_back({Task{std::move(apply), nullptr}, done, true});
+    queue_.push_back({Task{std::move(apply), nullptr}, done, alone});
     ++urgent_queued_;
   }
   wake_.notify_one();
@@ -168,7 +147,7 @@ bool Writer::Commit(std::deque<Item>& segment, std::stop_token& stop) {
       }
       return true;
     } catch (const store::StoreError& e) {
-      busy = IsBusy(e);
+      busy = e.busy();
       failure = std::current_exception();
     } catch (...) {
       failure = std::current_exception();

@@ -58,7 +58,7 @@ class Writer {
   // Applies `apply` in the next transaction and waits for its commit.
   // Rethrows what `apply` or the commit threw.
   void Run(std::function<void(store::Store&)> apply);
-  // Like Run, but outside any transaction (PRAGMAs such as wal_checkpoint).
+  // Like Run, but outside any transaction (Store::Checkpoint and the like).
   void RunAlone(std::function<void(store::Store&)> apply);
 
   const std::string& database_id() const { return database_id_; }
@@ -71,6 +71,8 @@ class Writer {
     bool alone = false;
   };
 
+  // Run and RunAlone: queue as urgent and wait for the outcome.
+  void Wait(std::function<void(store::Store&)> apply, bool alone);
   void Loop(std::stop_token stop);
   void ApplyBatch(std::deque<Item>& batch);
   // Retries SQLITE_BUSY with backoff; returns false when the stop came first.

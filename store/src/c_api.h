@@ -17,14 +17,66 @@ struct StatementDeleter {
 };
 using StatementPtr = std::unique_ptr<sqlite3_stmt, StatementDeleter>;
 
-// Throws the store's error for the connection's last failure.
-[[noreturn]] inline void ThrowSqlite(sqlite3* db, const std::string& context) {
-  const int code = sqlite3_extended_errcode(db);
+// The one translation of an SQLite failure into the store's errors; SQLiteCpp's
+// exceptions (internal::Wrap) come through here too.
+[[noreturn]] inline void ThrowCode(const std::string& context, int code,
+                                   const std::string& message) {
   if ((code & 0xff) == SQLITE_NOTADB) {
     throw NotAnOutboxError(context + ": not an SQLite database", code);
   }
-  throw StoreError(context + ": " + sqlite3_errmsg(db), code);
+  throw StoreError(context + ": " + message, code);
 }
+
+// Throws the store's error for the connection's last failure.
+[[noreturn]] inline void ThrowSqlite(sqlite3* db, const std::string& context) {
+  ThrowCode(context, sqlite3_extended_errcode(db), sqlite3_errmsg(db));
+}
+
+// A write transaction (BEGIN IMMEDIATE) on a bare connection, rolled back on
+// scope exit unless committed. The guard for every transaction the store
+// opens on an application's connection.
+class RawTransaction {
+ public:
+  // `context` prefixes error messages ("enqueue" → "enqueue: begin: ...").
+  RawTransaction(sqlite3* db, const std::string& context) : db_(db), context_(context) {
+    if (sqlite3_exec(db_, "BEGIN IMMEDIATE", nullptr, nullptr, nullptr) != SQLITE_OK) {
+      ThrowSqlite(db_, Context("begin"));
+    }
+    open_ = true;
+  }
+  ~RawTransaction() { Rollback(); }
+  RawTransaction(const RawTransaction&) = delete;
+  RawTransaction& operator=(const RawTransaction&) = delete;
+
+  // On failure rolls back (a failed COMMIT may leave the transaction open)
+  // and throws.
+  void Commit() {
+    open_ = false;
+    if (sqlite3_exec(db_, "COMMIT", nullptr, nullptr, nullptr) != SQLITE_OK) {
+      const int code = sqlite3_extended_errcode(db_);
+      const std::string message = sqlite3_errmsg(db_);
+      if (sqlite3_get_autocommit(db_) == 0) {
+        sqlite3_exec(db_, "ROLLBACK", nullptr, nullptr, nullptr);
+      }
+      ThrowCode(Context("commit"), code, message);
+    }
+  }
+  void Rollback() noexcept {
+    if (!open_) return;
+    open_ = false;
+    sqlite3_exec(db_, "ROLLBACK", nullptr, nullptr, nullptr);
+  }
+  bool open() const { return open_; }
+
+ private:
+  std::string Context(const char* step) const {
+    return context_.empty() ? step : context_ + ": " + step;
+  }
+
+  sqlite3* db_;
+  std::string context_;
+  bool open_ = false;
+};
 
 // Prepares a statement kept for the connection's lifetime.
 inline StatementPtr Prepare(sqlite3* db, const char* text, const std::string& context) {

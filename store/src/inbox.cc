@@ -30,16 +30,11 @@ bool HasInboxTable(sqlite3* db) {
 // receivers starting at once serialise here; IF NOT EXISTS makes the second
 // one a no-op.
 void InstallInbox(sqlite3* db) {
-  if (sqlite3_exec(db, "BEGIN IMMEDIATE", nullptr, nullptr, nullptr) != SQLITE_OK) {
-    ThrowSqlite(db, "inbox: begin");
+  c_api::RawTransaction transaction(db, "inbox");
+  if (sqlite3_exec(db, sql::kInstallInbox, nullptr, nullptr, nullptr) != SQLITE_OK) {
+    ThrowSqlite(db, "inbox: create table outbox_inbox");
   }
-  if (sqlite3_exec(db, sql::kInstallInbox, nullptr, nullptr, nullptr) != SQLITE_OK ||
-      sqlite3_exec(db, "COMMIT", nullptr, nullptr, nullptr) != SQLITE_OK) {
-    const int code = sqlite3_extended_errcode(db);
-    const std::string message = sqlite3_errmsg(db);
-    sqlite3_exec(db, "ROLLBACK", nullptr, nullptr, nullptr);
-    throw StoreError("inbox: create table outbox_inbox: " + message, code);
-  }
+  transaction.Commit();
 }
 
 }  // namespace

@@ -8,6 +8,7 @@
 #include <string>
 #include <utility>
 
+#include "c_api.h"
 #include "outbox/store.h"
 
 namespace outbox::store::internal {
@@ -19,13 +20,7 @@ auto Wrap(const char* context, Body&& body) -> decltype(body()) {
   try {
     return body();
   } catch (const SQLite::Exception& e) {
-    const int code = e.getExtendedErrorCode();
-    const int primary = code & 0xff;
-    std::string what = std::string(context) + ": " + e.what();
-    if (primary == 26 /* SQLITE_NOTADB */) {
-      throw NotAnOutboxError(std::string(context) + ": not an SQLite database", code);
-    }
-    throw StoreError(what, code);
+    c_api::ThrowCode(context, e.getExtendedErrorCode(), e.what());
   }
 }
 

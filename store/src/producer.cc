@@ -235,19 +235,39 @@ EnqueueResult Producer::Enqueue(const NewMessage& message, const EnqueueOptions&
         "enqueue: no open transaction on this connection; begin one so the message commits "
         "with your data, or ask for a standalone enqueue");
   }
-  if (sqlite3_exec(db, "BEGIN IMMEDIATE", nullptr, nullptr, nullptr) != SQLITE_OK) {
-    ThrowSqlite(db, "enqueue: begin");
-  }
-  try {
-    EnqueueResult result = impl_->Insert(message, options.idempotent);
-    if (sqlite3_exec(db, "COMMIT", nullptr, nullptr, nullptr) != SQLITE_OK) {
-      ThrowSqlite(db, "enqueue: commit");
-    }
-    return result;
-  } catch (...) {
-    sqlite3_exec(db, "ROLLBACK", nullptr, nullptr, nullptr);
-    throw;
-  }
+  c_api::RawTransaction transaction(db, "enqueue");
+  EnqueueResult result = impl_->Insert(message, options.idempotent);
+  transaction.Commit();
+  return result;
 }
+
+ProducerTransaction::ProducerTransaction(Producer& producer)
+    : producer_(producer),
+      transaction_(std::make_unique<c_api::RawTransaction>(producer.connection(), "")) {}
+
+ProducerTransaction::~ProducerTransaction() = default;
+
+EnqueueResult ProducerTransaction::Enqueue(const NewMessage& message,
+                                           const EnqueueOptions& options) {
+  if (!open()) throw std::logic_error("Enqueue: the transaction is finished");
+  EnqueueResult result = producer_.Enqueue(message, options);
+  if (result.inserted) inserted_.push_back({result.id, message.topic});
+  return result;
+}
+
+std::vector<EnqueuedRow> ProducerTransaction::Commit() {
+  if (!open()) throw std::logic_error("Commit: the transaction is finished");
+  std::vector<EnqueuedRow> inserted = std::move(inserted_);
+  inserted_.clear();
+  transaction_->Commit();
+  return inserted;
+}
+
+void ProducerTransaction::Rollback() {
+  inserted_.clear();
+  transaction_->Rollback();
+}
+
+bool ProducerTransaction::open() const { return transaction_->open(); }
 
 }  // namespace outbox::store

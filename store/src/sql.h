@@ -391,4 +391,9 @@ inline constexpr char kInboxPurge[] =
     "DELETE FROM outbox_inbox WHERE key IN (SELECT key FROM outbox_inbox"
     " WHERE received_at < ?1 ORDER BY received_at LIMIT ?2)";
 
+// Maintenance, run outside any transaction (Store::Checkpoint and
+// Store::ReclaimFreePages).
+inline constexpr char kCheckpointTruncate[] = "PRAGMA wal_checkpoint(TRUNCATE)";
+inline constexpr char kIncrementalVacuum[] = "PRAGMA incremental_vacuum";
+
 }  // namespace outbox::store::sql

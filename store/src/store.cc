@@ -195,18 +195,10 @@ struct Store::Impl {
   template <typename Body>
   auto Atomically(Body&& body) -> decltype(body()) {
     if (InTransaction()) return body();
-    db->exec("BEGIN IMMEDIATE");
-    try {
-      auto result = body();
-      db->exec("COMMIT");
-      return result;
-    } catch (...) {
-      try {
-        db->exec("ROLLBACK");
-      } catch (...) {  // the original error matters more
-      }
-      throw;
-    }
+    c_api::RawTransaction transaction(db->getHandle(), "");
+    auto result = body();
+    transaction.Commit();
+    return result;
   }
 
   bool Transition(const char* text, const Lease& lease, std::int64_t now) {
@@ -304,22 +296,37 @@ const std::string& Store::database_id() const { return impl_->database_id; }
 const std::string& Store::path() const { return impl_->options.path; }
 SQLite::Database& Store::connection() { return *impl_->db; }
 
-Store::WriteTransaction::WriteTransaction(Store& store) : store_(store) {
-  Wrap("begin write transaction", [&] { store_.impl_->db->exec("BEGIN IMMEDIATE"); });
-  store_.impl_->claimed_in_transaction = false;
+void Store::Checkpoint() {
+  Wrap("checkpoint", [&] { impl_->db->exec(sql::kCheckpointTruncate); });
 }
 
-Store::WriteTransaction::~WriteTransaction() {
-  if (!open_) return;
-  try {
-    store_.impl_->db->exec("ROLLBACK");
-  } catch (...) {  // nothing left to undo
+void Store::ReclaimFreePages() {
+  Wrap("reclaim free pages", [&] { impl_->db->exec(sql::kIncrementalVacuum); });
+}
+
+StoreError::Kind StoreError::kind() const noexcept {
+  switch (sqlite_code_ & 0xff) {
+    case SQLITE_BUSY:
+    case SQLITE_LOCKED:
+      return Kind::kBusy;
+    case SQLITE_FULL:
+      return Kind::kFull;
+    default:
+      return Kind::kOther;
   }
 }
 
+Store::WriteTransaction::WriteTransaction(Store& store)
+    : store_(store),
+      transaction_(
+          std::make_unique<c_api::RawTransaction>(store.impl_->db->getHandle(), "write transaction")) {
+  store_.impl_->claimed_in_transaction = false;
+}
+
+Store::WriteTransaction::~WriteTransaction() = default;
+
 void Store::WriteTransaction::Commit() {
-  Wrap("commit", [&] { store_.impl_->db->exec("COMMIT"); });
-  open_ = false;
+  transaction_->Commit();
   if (store_.impl_->claimed_in_transaction) {
     store_.impl_->claimed_in_transaction = false;
     store_.impl_->SyncLogForClaims();

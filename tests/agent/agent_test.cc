@@ -414,5 +414,22 @@ TEST_F(AgentTest, MissingUrlIsRejectedNamingTheTopic) {
   }
 }
 
+TEST_F(AgentDeliveryTest, ACommittedRowWithoutARouteIsNotClaimedAtAll) {
+  StartCountingServer();
+  Options options = BaseOptions();
+  options.topics["order.created"] = HttpTopic();
+  Agent agent(options);
+  agent.Start();
+  const auto unrouted = Commit(&agent, "no.route", "k1");
+  Commit(&agent, "order.created", "k2");
+  // The writer applies in order: once the second row is delivered, the
+  // first one's eager path has run.
+  ASSERT_TRUE(WaitFor([&] { return CountStatus(store::Status::kDelivered) == 1; }));
+  const store::Row row = Row(unrouted);
+  EXPECT_EQ(row.status, store::Status::kPending);
+  EXPECT_EQ(row.lease_token, 0);  // never claimed, never reverted
+  agent.Stop();
+}
+
 }  // namespace
 }  // namespace outbox::agent::testing

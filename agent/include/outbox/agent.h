@@ -222,7 +222,6 @@ class Metrics {
   ~Metrics();
   // Topics that get their own label; everything else is "other".
   void SetLabels(std::vector<std::string> topics);
-  std::string Label(std::string_view topic) const;
 
   void Enqueued(std::string_view topic, std::int64_t n = 1);
   void Delivered(std::string_view topic, double latency_seconds);
@@ -280,6 +279,9 @@ class Agent {
   // The eager path: these rows were committed just now. Never blocks on a
   // pool and never sends on the caller's thread. Thread-safe.
   void NotifyCommitted(std::span<const std::int64_t> ids);
+  // The same with each row's topic known (what Transaction hands on): rows
+  // of a topic without a route are left pending, not claimed.
+  void NotifyCommitted(std::span<const store::EnqueuedRow> rows);
   // Another process may have committed rows: look for new due rows now.
   void NotifyExternalCommit();
 
@@ -319,9 +321,7 @@ class Transaction {
 
  private:
   Agent* agent_;
-  store::Producer& producer_;
-  std::vector<std::int64_t> ids_;
-  bool open_ = false;
+  store::ProducerTransaction transaction_;
 };
 
 // ---------------------------------------------------------------------------

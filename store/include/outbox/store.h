@@ -36,6 +36,10 @@ class Database;
 
 namespace outbox::store {
 
+namespace c_api {
+class RawTransaction;  // the store's transaction guard (internal)
+}
+
 // Bump with every migration in store/src/schema.cc.
 inline constexpr int kSchemaVersion = 3;
 // Keys longer than this are rejected (they end up in HTTP headers and logs).
@@ -59,6 +63,15 @@ class StoreError : public std::runtime_error {
       : std::runtime_error(what), sqlite_code_(sqlite_code) {}
   // SQLite extended result code (SQLITE_FULL, SQLITE_BUSY, ...); 0 if none.
   int sqlite_code() const noexcept { return sqlite_code_; }
+
+  // What a caller can do about it, without decoding SQLite's codes:
+  // kBusy: another connection held the lock beyond the busy timeout (the
+  // same change may succeed later); kFull: the disk or the file size limit
+  // is reached (a smaller change may still fit); kOther: anything else.
+  enum class Kind { kOther, kBusy, kFull };
+  Kind kind() const noexcept;
+  bool busy() const noexcept { return kind() == Kind::kBusy; }
+  bool full() const noexcept { return kind() == Kind::kFull; }
 
  private:
   int sqlite_code_;
@@ -195,6 +208,42 @@ class Producer {
  private:
   struct Impl;
   std::unique_ptr<Impl> impl_;
+};
+
+// A row a ProducerTransaction inserted.
+struct EnqueuedRow {
+  std::int64_t id = 0;
+  std::string topic;
+};
+
+// A write transaction (BEGIN IMMEDIATE) on a Producer's connection that
+// remembers the rows it inserted, so that they can be handed to an agent once
+// COMMIT has succeeded. Rolls back if destroyed uncommitted. Like the
+// connection, used by one thread at a time.
+class ProducerTransaction {
+ public:
+  // Throws StoreError if BEGIN fails (busy() when another connection holds
+  // the write lock; also when a transaction is already open).
+  explicit ProducerTransaction(Producer& producer);
+  ~ProducerTransaction();
+  ProducerTransaction(const ProducerTransaction&) = delete;
+  ProducerTransaction& operator=(const ProducerTransaction&) = delete;
+
+  // Producer::Enqueue inside this transaction (the same errors);
+  // std::logic_error once finished.
+  EnqueueResult Enqueue(const NewMessage& message, const EnqueueOptions& options = {});
+  // COMMIT; returns the rows inserted (not those an idempotent enqueue found),
+  // in order. If COMMIT fails the transaction is rolled back and StoreError
+  // thrown. std::logic_error once finished.
+  std::vector<EnqueuedRow> Commit();
+  // Undoes everything; does nothing once finished.
+  void Rollback();
+  bool open() const;
+
+ private:
+  Producer& producer_;
+  std::vector<EnqueuedRow> inserted_;
+  std::unique_ptr<c_api::RawTransaction> transaction_;
 };
 
 // Bytes of the valid UTF-8 sequence that starts at `at` (RFC 3629: no
@@ -355,6 +404,15 @@ class Store {
   // The underlying connection, for tests and for code that runs its own SQL.
   SQLite::Database& connection();
 
+  // Copies the WAL into the database and truncates the -wal file (PRAGMA
+  // wal_checkpoint(TRUNCATE)); outside any transaction. On a full disk this
+  // is what frees the space the WAL held. Throws StoreError.
+  void Checkpoint();
+  // Gives free pages back to the file system on databases created with
+  // auto_vacuum = INCREMENTAL (what `create` sets up); a no-op elsewhere.
+  // Outside any transaction. Throws StoreError.
+  void ReclaimFreePages();
+
   // A write transaction (BEGIN IMMEDIATE). Rolls back in the destructor
   // unless committed. Transitions called while it is open join it; called
   // without one, each transition runs in its own.
@@ -364,11 +422,12 @@ class Store {
     ~WriteTransaction();
     WriteTransaction(const WriteTransaction&) = delete;
     WriteTransaction& operator=(const WriteTransaction&) = delete;
+    // Throws StoreError (rolled back) if COMMIT fails.
     void Commit();
 
    private:
     Store& store_;
-    bool open_ = true;
+    std::unique_ptr<c_api::RawTransaction> transaction_;
   };
 
   // --- transitions: each returns how many rows it changed -----------------

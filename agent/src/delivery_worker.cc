@@ -1,0 +1,207 @@
+#include "delivery_worker.h"
+
+#include <spdlog/logger.h>
+
+namespace outbox::agent {
+namespace {
+
+HandlerResult SafeHandle(Route& route, std::span<const Delivery> deliveries) {
+  Handler& handler = *route.handler;
+  try {
+    return route.options.endpoint.batch.max_messages > 1 ? handler.HandleBatch(deliveries)
+                                                         : handler.Handle(deliveries.front());
+  } catch (const std::exception& e) {
+    return {Outcome::kEndpointFailure, 0, false, std::nullopt,
+            std::string("handler threw: ") + e.what()};
+  } catch (...) {
+    return {Outcome::kEndpointFailure, 0, false, std::nullopt, "handler threw"};
+  }
+}
+
+bool SafeAlreadyDone(Handler& handler, const Delivery& delivery) {
+  try {
+    return handler.AlreadyDone(delivery);
+  } catch (...) {
+    return false;
+  }
+}
+
+}  // namespace
+
+store::Store& DeliveryWorker::ReaderFor(Route& route, int index) {
+  auto& reader_slot = route.readers[static_cast<std::size_t>(index)];
+  if (!reader_slot) {
+    store::Options read = rt_.store_options;
+    read.create = false;
+    // A rowid lookup touches three or four pages, and the writer's commits
+    // in between drop this cache before every read anyway.
+    read.cache_kib = 64;
+    reader_slot = std::make_unique<store::Store>(read);
+  }
+  return *reader_slot;
+}
+
+void DeliveryWorker::Work(Route& route, int index, std::vector<store::Claimed>& batch) {
+  std::vector<Loaded> loaded;
+  try {
+    store::Store& reader = ReaderFor(route, index);
+    std::vector<store::Lease> leases;
+    leases.reserve(batch.size());
+    for (const auto& claimed : batch) leases.push_back(claimed.lease);
+    // One read transaction for the whole batch, not one per row.
+    std::vector<std::optional<store::Row>> rows = reader.GetLeased(leases);
+    for (std::size_t i = 0; i < batch.size(); ++i) {
+      std::optional<store::Row>& row = rows[i];
+      if (!row) continue;  // the lease was lost (recycled): someone else sends it
+      Loaded item{batch[i].lease, std::move(*row), {}, {}};
+      item.message_id = transport::MessageId(rt_.database_id, item.row.topic, item.row.key);
+      try {
+        if (item.row.headers_json) item.headers = transport::ParseRowHeaders(*item.row.headers_json);
+      } catch (const std::invalid_argument& e) {
+        // Written by another application without our triggers: the row can
+        // never be sent as it is.
+        FinishDead(item, std::string("malformed row: ") + e.what(), true);
+        continue;
+      }
+      loaded.push_back(std::move(item));
+    }
+    if (!loaded.empty()) Send(route, loaded);
+  } catch (const std::exception& e) {
+    // Reading failed (disk, corruption): give the whole batch back. A row
+    // whose outcome was already queued is not touched: the writer applies
+    // in order and the revert's lease no longer matches an in-flight row.
+    rt_.log->error("worker: {}: {}", route.name, e.what());
+    for (const auto& claimed : batch) rt_.Revert(claimed.lease);
+  }
+  rt_.NoteSent(static_cast<std::int64_t>(batch.size()));
+}
+
+void DeliveryWorker::Send(Route& route, std::span<Loaded> items) {
+  std::vector<Delivery> deliveries;
+  deliveries.reserve(items.size());
+  for (const Loaded& item : items) {
+    Delivery d;
+    d.id = item.row.id;
+    d.topic = item.row.topic;
+    d.key = item.row.key;
+    d.message_id = item.message_id;
+    d.payload = item.row.payload;
+    d.headers = &item.headers;
+    d.attempt = AttemptsPlus(item.row.attempts, 1);
+    d.created_at_ms = item.row.created_at;
+    deliveries.push_back(d);
+  }
+  if (items.size() == 1 && SafeAlreadyDone(*route.handler, deliveries.front())) {
+    FinishDelivered(route, items);
+    return;
+  }
+  HandlerResult result = SafeHandle(route, deliveries);
+  if (result.outcome == Outcome::kMessageFailure && !result.endpoint_gone && items.size() > 1) {
+    // One bad member refuses the whole batch: halve it until the bad one
+    // is alone, so that no good message goes dead with it.
+    const std::size_t half = items.size() / 2;
+    Send(route, items.subspan(0, half));
+    Send(route, items.subspan(half));
+    return;
+  }
+  if (result.outcome == Outcome::kDelivered) {
+    FinishDelivered(route, items);
+    return;
+  }
+  for (Loaded& item : items) Resolve(route, item, result);
+}
+
+void DeliveryWorker::Resolve(Route& route, Loaded& item, const HandlerResult& result) {
+  Breaker& breaker = *route.breaker;
+  EndpointHealth health;
+  health.breaker_closed = breaker.IsClosed();
+  health.last_ack_wall_ms = breaker.last_ack_wall_ms();
+  health.stopping = rt_.stopping.load();
+  const double unit = result.outcome != Outcome::kDelivered ? rt_.Unit() : 0.0;
+  const std::int64_t now = rt_.clock->WallMs();
+  const Decision decision = Decide(item.row, result, health, route.options.retry, now, unit);
+  if (decision.endpoint_gone && breaker.MarkGone()) {
+    rt_.log->error("endpoint {} answered 410 Gone: nothing more is sent there until a reload",
+                   breaker.endpoint());
+  }
+  if (decision.endpoint_failure && breaker.OnFailure(decision.configuration_failure)) {
+    if (decision.configuration_failure) {
+      rt_.log->error(
+          "endpoint {} answered HTTP {}: check its URL and credentials; breaker open, the "
+          "backlog waits",
+          breaker.endpoint(), result.http_status);
+    } else {
+      rt_.log->warn("breaker open for endpoint {} after: {}", breaker.endpoint(),
+                    Describe(result));
+    }
+  }
+  Apply(route, item, decision, now);
+}
+
+void DeliveryWorker::Apply(Route& route, Loaded& item, const Decision& decision,
+                           std::int64_t now) {
+  switch (decision.action) {
+    case Action::kComplete:
+      FinishDelivered(route, std::span<Loaded>(&item, 1));
+      return;
+    case Action::kRevert:
+      rt_.Revert(item.lease);
+      return;
+    case Action::kDead:
+      rt_.metrics->AttemptFailed(item.row.topic, decision.count_attempt);
+      FinishDead(item, decision.error, decision.count_attempt);
+      return;
+    case Action::kReschedule: {
+      rt_.metrics->AttemptFailed(item.row.topic, decision.count_attempt);
+      const store::Lease lease = item.lease;
+      rt_.writer->Submit({[lease, cost = decision.count_attempt, next = decision.next_attempt_at,
+                           error = decision.error, now](store::Store& s) {
+                            s.Reschedule(lease, cost, next, error, now);
+                          },
+                          {}});
+      rt_.log->debug("retry topic={} id={} attempt={} cost={} delay_ms={} error={}",
+                     item.row.topic, item.row.id, decision.failures, decision.count_attempt,
+                     decision.delay_ms, decision.error);
+      return;
+    }
+  }
+}
+
+// One writer task per row, but one pass for a whole acknowledged batch.
+void DeliveryWorker::FinishDelivered(Route& route, std::span<Loaded> items) {
+  const std::int64_t now = rt_.clock->WallMs();
+  if (route.breaker->OnSuccess(now)) {
+    rt_.log->info("breaker closed for endpoint {}: it answers again", route.breaker->endpoint());
+    rt_.wakeup.Notify();  // the backlog may go now, not at the next sweep
+  }
+  for (const Loaded& item : items) {
+    // In doubles: created_at may hold anything another application wrote,
+    // and INT64_MIN would overflow the subtraction.
+    rt_.metrics->Delivered(item.row.topic, std::max(0.0, static_cast<double>(now) -
+                                                             static_cast<double>(item.row.created_at)) /
+                                               1000.0);
+    // One task per row: the writer still commits them together, but when a
+    // group fails (a full disk: each completion rewrites its row, payload
+    // included) it retries them one by one, and a small one still fits.
+    const store::Lease lease = item.lease;
+    rt_.writer->Submit({[lease, now](store::Store& s) { s.Complete(lease, now); },
+                        {},
+                        /*deferrable=*/true});
+    rt_.log->debug("delivered topic={} id={}", item.row.topic, item.row.id);
+  }
+}
+
+void DeliveryWorker::FinishDead(const Loaded& item, const std::string& error,
+                                bool count_attempt) {
+  const std::int64_t now = rt_.clock->WallMs();
+  rt_.metrics->Dead(item.row.topic);
+  const store::Lease lease = item.lease;
+  rt_.writer->Submit({[lease, count_attempt, error = TruncateError(error), now](store::Store& s) {
+                        s.MarkDead(lease, count_attempt, error, now);
+                      },
+                      {}});
+  rt_.log->warn("dead-lettered topic={} id={} key={} error={}", item.row.topic, item.row.id,
+                item.row.key, error);
+}
+
+}  // namespace outbox::agent

@@ -1,0 +1,44 @@
+// Sends claimed rows through their route's handler (one at a time or as a
+// batch, halving a refused batch) and applies the outcome. Not installed.
+#pragma once
+
+#include <span>
+#include <vector>
+
+#include "outcome.h"
+#include "route_table.h"
+#include "runtime.h"
+
+namespace outbox::agent {
+
+// Stateless apart from the route's per-worker read connections; Work() runs
+// concurrently on every worker thread of every route.
+class DeliveryWorker {
+ public:
+  explicit DeliveryWorker(Runtime& runtime) : rt_(runtime) {}
+
+  // A pool's work function: reads the leased rows on worker `index`'s own
+  // connection, sends them and hands the outcomes to the writer. Never
+  // throws: a failed read gives the whole batch back.
+  void Work(Route& route, int index, std::vector<store::Claimed>& batch);
+
+ private:
+  // A leased row loaded for sending.
+  struct Loaded {
+    store::Lease lease;
+    store::Row row;
+    transport::Headers headers;
+    std::string message_id;
+  };
+
+  store::Store& ReaderFor(Route& route, int index);
+  void Send(Route& route, std::span<Loaded> items);
+  void Resolve(Route& route, Loaded& item, const HandlerResult& result);
+  void Apply(Route& route, Loaded& item, const Decision& decision, std::int64_t now);
+  void FinishDelivered(Route& route, std::span<Loaded> items);
+  void FinishDead(const Loaded& item, const std::string& error, bool count_attempt);
+
+  Runtime& rt_;
+};
+
+}  // namespace outbox::agent

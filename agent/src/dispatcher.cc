@@ -1,0 +1,75 @@
+#include "dispatcher.h"
+
+#include <algorithm>
+#include <memory>
+
+namespace outbox::agent {
+
+void Dispatcher::DispatchAll(const std::vector<store::Claimed>& claimed) {
+  std::vector<std::pair<Route*, std::vector<store::Claimed>>> groups;
+  for (const auto& c : claimed) {
+    // lease_token counts claims: 1 means the agent sees this row first.
+    if (c.lease.token == 1) rt_.metrics->Enqueued(c.topic);
+    if (rt_.stopping.load()) {  // before For(): Stop() tears the routes down
+      rt_.Revert(c.lease);
+      continue;
+    }
+    Route* route = routes_.For(c.topic);
+    if (route == nullptr) {
+      rt_.Revert(c.lease);
+      continue;
+    }
+    auto group = std::find_if(groups.begin(), groups.end(),
+                              [route](const auto& g) { return g.first == route; });
+    if (group == groups.end()) group = groups.insert(groups.end(), {route, {}});
+    group->second.push_back(c);
+  }
+  for (auto& [route, items] : groups) {
+    rt_.sending.fetch_add(static_cast<std::int64_t>(items.size()));
+    for (const auto& rejected : route->pool->TrySubmitAll(std::move(items))) {
+      rt_.sending.fetch_sub(1);
+      rt_.metrics->PoolRejected(rejected.topic);
+      route->backlog.store(true);
+      rt_.Revert(rejected.lease);
+    }
+  }
+}
+
+void Dispatcher::ClaimCommitted(std::vector<store::EnqueuedRow> rows) {
+  auto claimed = std::make_shared<std::vector<store::Claimed>>();
+  rt_.writer->Submit(
+      {[this, rows = std::move(rows), claimed](store::Store& s) {
+         claimed->clear();  // the transaction may be retried
+         // A stopping agent claims nothing new: its last write releases
+         // whatever it still holds, and nothing may be claimed after it.
+         if (rt_.stopping.load()) return;
+         const std::int64_t now = rt_.clock->WallMs();
+         for (const store::EnqueuedRow& row : rows) {
+           // Read here, not on the caller's thread: the writer runs this
+           // before Stop() tears the routes down (and it checked stopping).
+           if (!row.topic.empty() && routes_.For(row.topic) == nullptr) continue;
+           if (auto c = s.ClaimById(row.id, rt_.owner, rt_.LeaseUntil(now), now)) {
+             claimed->push_back(std::move(*c));
+           }
+         }
+       },
+       [this, claimed] {
+         std::vector<store::Claimed> ready;
+         for (const auto& c : *claimed) {
+           if (rt_.stopping.load()) {
+             rt_.Revert(c.lease);
+             continue;
+           }
+           Route* route = routes_.For(c.topic);
+           // An open breaker means the sweeper decides when to try again.
+           if (route != nullptr && !route->breaker->IsClosed()) {
+             rt_.Revert(c.lease);
+             continue;
+           }
+           ready.push_back(c);
+         }
+         DispatchAll(ready);
+       }});
+}
+
+}  // namespace outbox::agent

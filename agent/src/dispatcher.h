@@ -1,0 +1,36 @@
+// Hands claimed rows to their route's pool, and the eager path's claims.
+// Not installed.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "route_table.h"
+#include "runtime.h"
+
+namespace outbox::agent {
+
+// Thread-safe as far as its callers are: DispatchAll runs on the sweeper and
+// on the writer thread (after a claim commits), reading the fixed route table.
+class Dispatcher {
+ public:
+  Dispatcher(Runtime& runtime, RouteTable& routes) : rt_(runtime), routes_(routes) {}
+
+  // Rows of one route enter its pool together, so that a batch endpoint's
+  // worker finds a whole batch rather than the fragment queued before it
+  // woke up. Rows without a route, or that the pool refuses, or claimed while
+  // the agent stops, are reverted.
+  void DispatchAll(const std::vector<store::Claimed>& claimed);
+
+  // The eager path: claims these committed rows on the writer and dispatches
+  // them after the claim commits; with an open breaker they go back to the
+  // sweeper. A row whose topic is known (not empty) and has no route is not
+  // claimed at all: it stays pending, without two writes for nothing.
+  void ClaimCommitted(std::vector<store::EnqueuedRow> rows);
+
+ private:
+  Runtime& rt_;
+  RouteTable& routes_;
+};
+
+}  // namespace outbox::agent

@@ -1,0 +1,92 @@
+#include "route_table.h"
+
+#include "http_handler.h"
+
+namespace outbox::agent {
+
+void RouteTable::Build(
+    const std::map<std::string, TopicOptions, std::less<>>& configured,
+    const std::map<std::string, std::shared_ptr<Handler>, std::less<>>& handlers) {
+  std::map<std::string, TopicOptions, std::less<>> topics = configured;
+  for (const auto& [name, handler] : handlers) topics.try_emplace(name);
+  for (auto& [name, topic] : topics) {
+    auto route = std::make_unique<Route>();
+    route->name = name;
+    route->options = topic;
+    std::string endpoint;
+    if (auto custom = handlers.find(name); custom != handlers.end()) {
+      route->handler = custom->second;
+      endpoint = "handler:" + name;
+    } else {
+      if (topic.endpoint.url.empty()) {
+        throw std::invalid_argument("topics.\"" + name + "\".url: required");
+      }
+      try {
+        route->handler = std::make_shared<HttpHandler>(topic.endpoint);
+      } catch (const std::invalid_argument& e) {
+        throw std::invalid_argument("topics.\"" + name + "\"." + e.what());
+      }
+      endpoint = topic.endpoint.url.substr(0, topic.endpoint.url.find('?'));
+    }
+    route->breaker = BreakerFor(endpoint, topic);
+    if (name == "*") wildcard_ = route.get();
+    routes_.emplace(name, std::move(route));
+  }
+}
+
+void RouteTable::Clear() {
+  routes_.clear();
+  wildcard_ = nullptr;
+  std::lock_guard lock(breakers_mutex_);
+  breakers_.clear();
+}
+
+Route* RouteTable::For(std::string_view topic) const {
+  const auto it = routes_.find(topic);
+  if (it != routes_.end()) return it->second.get();
+  return wildcard_;
+}
+
+std::vector<std::string> RouteTable::Names() const {
+  std::vector<std::string> names;
+  for (const auto& [name, route] : routes_) names.push_back(name);
+  return names;
+}
+
+RouteTable::Served RouteTable::ToServe(std::vector<std::string> pending_topics) const {
+  Served served;
+  for (const auto& [name, route] : routes_) {
+    if (route.get() != wildcard_) served.topics.emplace_back(route.get(), name);
+  }
+  for (std::string& topic : pending_topics) {
+    if (routes_.count(topic) != 0) continue;
+    if (wildcard_ != nullptr) {
+      served.topics.emplace_back(wildcard_, std::move(topic));
+    } else {
+      served.unrouted.push_back(std::move(topic));
+    }
+  }
+  return served;
+}
+
+std::vector<BreakerState> RouteTable::BreakerStates() const {
+  std::lock_guard lock(breakers_mutex_);
+  std::vector<BreakerState> states;
+  for (const auto& [endpoint, breaker] : breakers_) states.push_back(breaker->State());
+  return states;
+}
+
+std::shared_ptr<Breaker> RouteTable::BreakerFor(const std::string& endpoint,
+                                                const TopicOptions& topic) {
+  std::lock_guard lock(breakers_mutex_);
+  auto& slot = breakers_[endpoint];
+  if (!slot) {
+    // A probe that never reported (its worker stopped) is forgotten after
+    // the longest a send can take.
+    slot = std::make_shared<Breaker>(endpoint, topic.breaker, clock_,
+                                     2 * topic.endpoint.timeout_ms + 1000);
+  }
+  return slot;
+}
+
+}  // namespace outbox::agent

@@ -1,0 +1,209 @@
+#include "sweeper.h"
+
+#include <spdlog/logger.h>
+
+#include <algorithm>
+
+#include "owner.h"
+
+namespace outbox::agent {
+
+Sweeper::Sweeper(Runtime& runtime, RouteTable& routes, Dispatcher& dispatcher)
+    : rt_(runtime), routes_(routes), dispatcher_(dispatcher), retention_(runtime) {
+  store::Options read = rt_.store_options;
+  read.create = false;
+  read.cache_kib = 128;  // index seeks, which no cache helps much
+  reader_ = std::make_unique<store::Store>(read);
+}
+
+Sweeper::~Sweeper() { Stop(); }
+
+void Sweeper::Start() {
+  thread_ = std::jthread([this](std::stop_token stop) { Loop(std::move(stop)); });
+}
+
+void Sweeper::Stop() {
+  thread_.request_stop();
+  rt_.wakeup.Notify();
+  if (thread_.joinable()) thread_.join();
+}
+
+void Sweeper::Loop(std::stop_token stop) {
+  auto next_full = std::chrono::steady_clock::now();
+  auto last_error_log = std::chrono::steady_clock::time_point{};
+  while (!stop.stop_requested()) {
+    try {
+      if (std::chrono::steady_clock::now() >= next_full) {
+        FullPass();
+        next_full = std::chrono::steady_clock::now() +
+                    std::chrono::milliseconds(rt_.options.sweep_interval_ms);
+      }
+      if (!ProbationStep()) PumpPass();
+      rt_.metrics->SweeperSucceeded();
+    } catch (const std::exception& e) {
+      rt_.metrics->SweeperFailed(e.what());
+      // Rate-limited: a locked or full disk would otherwise flood the log.
+      const auto now = std::chrono::steady_clock::now();
+      if (now - last_error_log > std::chrono::seconds(10)) {
+        rt_.log->error("sweeper: {}", e.what());
+        last_error_log = now;
+      }
+      next_full = std::min(
+          next_full, now + std::min<std::chrono::milliseconds>(
+                               std::chrono::seconds(1),
+                               std::chrono::milliseconds(rt_.options.sweep_interval_ms)));
+    }
+    rt_.wakeup.WaitUntil(stop, next_full);
+  }
+}
+
+void Sweeper::FullPass() {
+  std::vector<std::string> recycled;
+  rt_.writer->Run([&](store::Store& s) {
+    // Read the time inside the transaction: a `now` from before the queue
+    // wait would make leases claimed meanwhile look absurdly long.
+    recycled = s.RecycleExpired(rt_.clock->WallMs(), rt_.options.lease_timeout_ms, kRecycleBatch);
+  });
+  if (!recycled.empty()) {
+    rt_.log->info("recycled {} rows whose lease expired", recycled.size());
+    for (const auto& topic : recycled) rt_.metrics->Recycled(topic, 1);
+  }
+  TakeBackFromDeadOwners();
+  const auto served = TopicsToServe();
+  const std::int64_t now = rt_.clock->WallMs();
+  rt_.writer->Run([&](store::Store& s) {
+    for (const auto& [route, topic] : served.topics) {
+      s.MakeDueIfFarAhead(topic, now, route->options.retry.max_interval_ms);
+    }
+  });
+  if (rt_.clock->Monotonic() >= next_retention_) {
+    retention_.Pass(*reader_);
+    next_retention_ =
+        rt_.clock->Monotonic() + std::chrono::milliseconds(rt_.options.retention.interval_ms);
+  }
+}
+
+void Sweeper::TakeBackFromDeadOwners() {
+  for (const std::string& other : reader_->LeaseOwners()) {
+    if (other == rt_.owner || !OwnerIsGone(other)) continue;
+    store::Store::TakeBack taken;
+    rt_.writer->Run([&](store::Store& s) {
+      taken = s.TakeBackOwner(other, rt_.options.crash_budget, rt_.clock->WallMs());
+    });
+    if (taken.quarantined > 0) {
+      rt_.metrics->TakenBack(taken.quarantined);
+      rt_.log->warn(
+          "took back {} rows leased by {}, which no longer runs; resending them one at a time",
+          taken.quarantined, other);
+    }
+    for (const std::string& topic : taken.dead_topics) {
+      rt_.metrics->Dead(topic, /*by_crash_budget=*/true);
+      rt_.log->warn("dead-lettered topic={}: it crashed the agent {} times while alone in flight",
+                    topic, rt_.options.crash_budget);
+    }
+  }
+}
+
+RouteTable::Served Sweeper::TopicsToServe() {
+  RouteTable::Served served = routes_.ToServe(reader_->PendingTopics());
+  for (const std::string& topic : served.unrouted) {
+    // Logged once per topic; the set is capped against applications that
+    // invent topics without end.
+    if (unrouted_logged_.size() < 1000 && unrouted_logged_.insert(topic).second) {
+      rt_.log->warn(
+          "topic {} has pending rows but no route (no topics entry, no \"*\"): they stay "
+          "pending",
+          topic);
+    }
+  }
+  rt_.unrouted_pending.store(static_cast<std::int64_t>(served.unrouted.size()));
+  return served;
+}
+
+std::vector<store::Claimed> Sweeper::ClaimDue(const std::string& topic, int& want,
+                                              std::int64_t now) {
+  std::vector<store::Claimed> claimed;
+  for (;;) {
+    try {
+      rt_.writer->Run([&](store::Store& s) {
+        claimed.clear();  // the transaction may be retried
+        while (static_cast<int>(claimed.size()) < want) {
+          const int limit =
+              std::min(rt_.options.claim_batch, want - static_cast<int>(claimed.size()));
+          std::vector<store::Claimed> more =
+              s.ClaimDue(topic, rt_.owner, rt_.LeaseUntil(now), now, limit);
+          claimed.insert(claimed.end(), more.begin(), more.end());
+          if (static_cast<int>(more.size()) < limit) break;
+        }
+      });
+      return claimed;
+    } catch (const store::StoreError& e) {
+      // A claim rewrites each row, payload included, into the WAL: on a
+      // nearly full disk a smaller transaction may still fit, and
+      // delivering is what frees the space.
+      if (!e.full() || want == 1) throw;
+      want = std::max(1, want / 4);
+    }
+  }
+}
+
+void Sweeper::PumpPass() {
+  const std::int64_t now = rt_.clock->WallMs();
+  for (auto& served : TopicsToServe().topics) {
+    Route* route = served.first;
+    const std::string& topic = served.second;  // clang 14 cannot capture bindings
+    if (rt_.stopping.load()) return;
+    for (;;) {
+      if (!reader_->HasDue(topic, now)) break;
+      const int free = route->pool->FreeSlots();
+      if (free == 0) {
+        route->backlog.store(true);
+        break;
+      }
+      const Breaker::Permit permit = route->breaker->Acquire();
+      if (permit == Breaker::Permit::kDenied) break;
+      // One transaction claims what the pool has room for, up to
+      // kClaimRowsPerTransaction, in statements of claim_batch rows. A
+      // transaction per statement made every claim_batch rows a round trip
+      // through the writer, behind its group commits, while the workers
+      // waited for rows (benchmark figure 3).
+      int want =
+          permit == Breaker::Permit::kProbe
+              ? 1
+              : std::min(free, std::max(rt_.options.claim_batch, kClaimRowsPerTransaction));
+      const std::vector<store::Claimed> claimed = ClaimDue(topic, want, now);
+      if (claimed.empty() && permit == Breaker::Permit::kProbe) route->breaker->CancelProbe();
+      dispatcher_.DispatchAll(claimed);
+      if (permit == Breaker::Permit::kProbe || static_cast<int>(claimed.size()) < want) break;
+    }
+  }
+}
+
+// Resends rows taken back from a crashed agent alone, so that a crash during
+// such a send can be blamed on that row. Returns false when there is nothing
+// in quarantine.
+bool Sweeper::ProbationStep() {
+  if (reader_->QuarantinedCount() == 0) {
+    rt_.probation.store(false);
+    return false;
+  }
+  rt_.probation.store(true);
+  if (rt_.sending.load() > 0) return true;  // a worker's finish wakes us
+  const std::int64_t now = rt_.clock->WallMs();
+  for (auto& served : TopicsToServe().topics) {
+    Route* route = served.first;
+    const std::string& topic = served.second;
+    if (!route->breaker->IsClosed()) continue;
+    std::vector<store::Claimed> claimed;
+    rt_.writer->Run([&](store::Store& s) {
+      claimed = s.ClaimDue(topic, rt_.owner, rt_.LeaseUntil(now), now, 1, /*quarantined_only=*/true);
+    });
+    if (!claimed.empty()) {
+      dispatcher_.DispatchAll({claimed.front()});
+      return true;
+    }
+  }
+  return true;
+}
+
+}  // namespace outbox::agent

@@ -1,0 +1,65 @@
+// The sweeper: recycles expired leases, takes back rows of dead agents,
+// claims due rows for the topics that can send now, resends quarantined rows
+// one at a time (probation) and runs retention. Not installed.
+#pragma once
+
+#include <chrono>
+#include <memory>
+#include <set>
+#include <string>
+#include <thread>
+
+#include "dispatcher.h"
+#include "retention.h"
+#include "route_table.h"
+#include "runtime.h"
+
+namespace outbox::agent {
+
+// Owns its thread and its read connection. Created by Agent::Start after the
+// routes, destroyed by Stop before they are.
+class Sweeper {
+ public:
+  // Opens the read connection; throws store errors.
+  Sweeper(Runtime& runtime, RouteTable& routes, Dispatcher& dispatcher);
+  // Stops and joins the thread.
+  ~Sweeper();
+  Sweeper(const Sweeper&) = delete;
+  Sweeper& operator=(const Sweeper&) = delete;
+
+  // Leases of agents on this host that no longer run go back to pending
+  // (quarantined). Before Start() only: afterwards the thread owns the reader.
+  void TakeBackFromDeadOwners();
+  void Start();
+  // Requests the stop, wakes the thread and joins it.
+  void Stop();
+
+  // Rows the sweeper claims in one write transaction (in statements of
+  // claim_batch). Kept at 100: a claim rewrites each row, payload included,
+  // into the WAL, and on a disk that just got some space back a larger
+  // transaction can eat all of it before the checkpoint that would recycle the
+  // WAL (the full-disk reliability test found 500 × 16 KiB stuck for good).
+  static constexpr int kClaimRowsPerTransaction = 100;
+  static constexpr int kRecycleBatch = 1000;
+
+ private:
+  void Loop(std::stop_token stop);
+  void FullPass();
+  RouteTable::Served TopicsToServe();
+  void PumpPass();
+  // Claims up to `want` due rows of `topic`; on a full disk retries with a
+  // smaller `want` (which the caller sees).
+  std::vector<store::Claimed> ClaimDue(const std::string& topic, int& want, std::int64_t now);
+  bool ProbationStep();
+
+  Runtime& rt_;
+  RouteTable& routes_;
+  Dispatcher& dispatcher_;
+  std::unique_ptr<store::Store> reader_;  // used by the thread only (after Start)
+  Retention retention_;
+  std::set<std::string> unrouted_logged_;
+  std::chrono::steady_clock::time_point next_retention_{};
+  std::jthread thread_;  // last: joined before the rest goes
+};
+
+}  // namespace outbox::agent

@@ -1,0 +1,122 @@
+#include "pool.h"
+
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <future>
+#include <mutex>
+
+namespace outbox::agent {
+namespace {
+
+using namespace std::chrono_literals;
+
+store::Claimed Lease(std::int64_t id) { return {{id, 1}, "t"}; }
+
+std::vector<store::Claimed> Leases(std::initializer_list<std::int64_t> ids) {
+  std::vector<store::Claimed> out;
+  for (auto id : ids) out.push_back(Lease(id));
+  return out;
+}
+
+// Work that records each batch; the first call blocks until released, so a
+// test can fill the queue while the only worker is busy.
+class GatedWork {
+ public:
+  WorkerPool::Work Fn() {
+    return [this](int, std::vector<store::Claimed>& batch) {
+      bool first = false;
+      {
+        std::lock_guard lock(mutex_);
+        std::vector<std::int64_t> ids;
+        for (const auto& c : batch) ids.push_back(c.lease.id);
+        batches_.push_back(ids);
+        first = batches_.size() == 1;
+      }
+      if (first) {
+        started_.set_value();
+        release_.get_future().wait();
+      }
+    };
+  }
+  void WaitStarted() { started_.get_future().wait(); }
+  void Release() { release_.set_value(); }
+  std::vector<std::vector<std::int64_t>> batches() {
+    std::lock_guard lock(mutex_);
+    return batches_;
+  }
+
+ private:
+  std::mutex mutex_;
+  std::vector<std::vector<std::int64_t>> batches_;  // guarded by mutex_
+  std::promise<void> started_;
+  std::promise<void> release_;
+};
+
+TEST(WorkerPool, RefusesWhatDoesNotFitAndReturnsItInOrder) {
+  GatedWork work;
+  WorkerPool pool("t", 1, 2, 1, work.Fn(), nullptr);
+  EXPECT_TRUE(pool.TrySubmitAll(Leases({1})).empty());
+  work.WaitStarted();
+  EXPECT_EQ(pool.FreeSlots(), 2);
+  const auto refused = pool.TrySubmitAll(Leases({2, 3, 4, 5}));
+  ASSERT_EQ(refused.size(), 2u);
+  EXPECT_EQ(refused[0].lease.id, 4);
+  EXPECT_EQ(refused[1].lease.id, 5);
+  EXPECT_EQ(pool.FreeSlots(), 0);
+  work.Release();
+  EXPECT_TRUE(pool.WaitIdle(std::chrono::steady_clock::now() + 10s));
+  pool.StopIntake();
+  pool.Join();
+  EXPECT_EQ(work.batches(), (std::vector<std::vector<std::int64_t>>{{1}, {2}, {3}}));
+}
+
+TEST(WorkerPool, AWorkerTakesUpToBatchMaxLeasesTogether) {
+  GatedWork work;
+  WorkerPool pool("t", 1, 10, 3, work.Fn(), nullptr);
+  pool.TrySubmitAll(Leases({1}));
+  work.WaitStarted();
+  pool.TrySubmitAll(Leases({2, 3, 4, 5}));
+  work.Release();
+  EXPECT_TRUE(pool.WaitIdle(std::chrono::steady_clock::now() + 10s));
+  pool.StopIntake();
+  pool.Join();
+  EXPECT_EQ(work.batches(), (std::vector<std::vector<std::int64_t>>{{1}, {2, 3, 4}, {5}}));
+}
+
+TEST(WorkerPool, StopIntakeReturnsTheUnstartedLeasesAndRefusesMore) {
+  GatedWork work;
+  WorkerPool pool("t", 1, 10, 1, work.Fn(), nullptr);
+  pool.TrySubmitAll(Leases({1}));
+  work.WaitStarted();
+  pool.TrySubmitAll(Leases({2, 3}));
+  const auto unstarted = pool.StopIntake();
+  ASSERT_EQ(unstarted.size(), 2u);
+  EXPECT_EQ(unstarted[0].lease.id, 2);
+  EXPECT_EQ(pool.FreeSlots(), 0);
+  EXPECT_EQ(pool.TrySubmitAll(Leases({4})).size(), 1u);
+  // The running lease is not cut: the deadline passes while it still works.
+  EXPECT_FALSE(pool.WaitIdle(std::chrono::steady_clock::now()));
+  work.Release();
+  pool.Join();
+  EXPECT_EQ(work.batches().size(), 1u);
+}
+
+TEST(WorkerPool, ReportsRoomOnceTheQueueDrainedToHalf) {
+  std::atomic<int> room{0};
+  GatedWork work;
+  {
+    WorkerPool pool("t", 1, 4, 1, work.Fn(), [&] { ++room; });
+    pool.TrySubmitAll(Leases({1}));
+    work.WaitStarted();
+    pool.TrySubmitAll(Leases({2, 3, 4, 5}));
+    EXPECT_EQ(room.load(), 0);
+    work.Release();
+    EXPECT_TRUE(pool.WaitIdle(std::chrono::steady_clock::now() + 10s));
+  }  // the destructor stops and joins
+  EXPECT_GE(room.load(), 1);
+  EXPECT_EQ(work.batches().size(), 5u);
+}
+
+}  // namespace
+}  // namespace outbox::agent

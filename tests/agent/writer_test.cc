@@ -1,0 +1,129 @@
+#include "writer.h"
+
+#include <SQLiteCpp/Database.h>
+#include <gtest/gtest.h>
+#include <spdlog/logger.h>
+#include <spdlog/sinks/null_sink.h>
+
+#include <future>
+#include <mutex>
+
+#include "../common/temp_dir.h"
+
+namespace outbox::agent {
+namespace {
+
+using namespace std::chrono_literals;
+
+class WriterTest : public ::testing::Test {
+ protected:
+  WriterTest() {
+    options_.path = dir_.File("app.db");
+    options_.create = true;
+  }
+  std::shared_ptr<spdlog::logger> Logger() {
+    return std::make_shared<spdlog::logger>("test",
+                                            std::make_shared<spdlog::sinks::null_sink_mt>());
+  }
+  // Blocks the writer thread inside a Run until `release` is set, so that a
+  // test can queue changes that then share one transaction.
+  std::future<void> BlockWriter(Writer& writer, std::shared_future<void> release) {
+    std::promise<void> entered;
+    auto in = entered.get_future();
+    auto running = std::async(std::launch::async, [&writer, release, &entered] {
+      writer.Run([&](store::Store&) {
+        entered.set_value();
+        release.wait();
+      });
+    });
+    in.wait();
+    return running;
+  }
+
+  outbox::testing::TempDir dir_;
+  store::Options options_;
+};
+
+TEST_F(WriterTest, RunWaitsForTheCommitAndRethrowsTheTaskError) {
+  Writer writer(options_, Logger());
+  EXPECT_EQ(writer.database_id().size(), 32u);
+  store::Limits limits;
+  limits.max_pending = 7;
+  writer.Run([&](store::Store& s) { s.SetLimits(limits); });
+  store::Options read = options_;
+  read.create = false;
+  EXPECT_EQ(store::Store(read).GetLimits().max_pending, 7);
+  EXPECT_THROW(writer.Run([](store::Store&) { throw std::runtime_error("boom"); }),
+               std::runtime_error);
+  writer.Run([](store::Store&) {});  // still working
+}
+
+TEST_F(WriterTest, ChangesQueuedMeanwhileShareOneTransaction) {
+  Writer writer(options_, Logger());
+  std::promise<void> release;
+  auto blocked = BlockWriter(writer, release.get_future().share());
+  const std::int64_t before = writer.transactions();
+  std::mutex mutex;
+  std::vector<int> order;
+  for (int i = 0; i < 50; ++i) {
+    writer.Submit({[](store::Store& s) { s.GetLimits(); },
+                   [&, i] {
+                     std::lock_guard lock(mutex);
+                     order.push_back(i);
+                   }});
+  }
+  release.set_value();
+  blocked.get();
+  writer.Run([](store::Store&) {});
+  // The blocked Run, then the 50 (and perhaps the last Run with them).
+  EXPECT_LE(writer.transactions() - before, 3);
+  std::lock_guard lock(mutex);
+  ASSERT_EQ(order.size(), 50u);
+  for (int i = 0; i < 50; ++i) EXPECT_EQ(order[static_cast<std::size_t>(i)], i);
+}
+
+TEST_F(WriterTest, AFailingChangeCostsOnlyItselfNotItsGroup) {
+  Writer writer(options_, Logger());
+  std::promise<void> release;
+  auto blocked = BlockWriter(writer, release.get_future().share());
+  std::atomic<int> committed{0};
+  std::atomic<int> bad_committed{0};
+  writer.Submit({[](store::Store&) {}, [&] { ++committed; }});
+  writer.Submit({[](store::Store&) { throw std::runtime_error("bad"); }, [&] { ++bad_committed; }});
+  writer.Submit({[](store::Store&) {}, [&] { ++committed; }});
+  release.set_value();
+  blocked.get();
+  writer.Run([](store::Store&) {});
+  EXPECT_EQ(committed.load(), 2);
+  EXPECT_EQ(bad_committed.load(), 0);
+}
+
+TEST_F(WriterTest, RetriesWhileAnotherConnectionHoldsTheWriteLock) {
+  options_.busy_timeout_ms = 5;
+  Writer writer(options_, Logger());
+  SQLite::Database other(options_.path, SQLite::OPEN_READWRITE);
+  other.exec("BEGIN IMMEDIATE");
+  std::atomic<bool> applied{false};
+  auto run = std::async(std::launch::async, [&] {
+    writer.Run([&](store::Store& s) {
+      s.GetLimits();
+      applied = true;
+    });
+  });
+  // It cannot have committed while the lock is held.
+  EXPECT_EQ(run.wait_for(50ms), std::future_status::timeout);
+  other.exec("COMMIT");
+  run.get();
+  EXPECT_TRUE(applied.load());
+}
+
+TEST_F(WriterTest, RunAloneRunsOutsideATransaction) {
+  Writer writer(options_, Logger());
+  writer.RunAlone([](store::Store& s) {
+    s.Checkpoint();
+    s.ReclaimFreePages();
+  });
+}
+
+}  // namespace
+}  // namespace outbox::agent
