@@ -27,7 +27,10 @@
 include(CMakePackageConfigHelpers)
 
 # Libraries in link order (a library before the ones it uses), then programs.
-set(OUTBOX_INSTALL_LIBRARIES outbox_agent outbox_transport outbox_store)
+# outbox_row_json and outbox_util are internal (no headers installed): their
+# archives go along so that static builds of the others link.
+set(OUTBOX_INSTALL_LIBRARIES
+  outbox_agent outbox_row_json outbox_transport outbox_store outbox_util)
 set(OUTBOX_INSTALL_PROGRAMS outboxd outboxctl)
 
 set(OUTBOX_INSTALL_CMAKEDIR "" CACHE STRING
@@ -129,9 +132,6 @@ function(_outbox_describe_dependency item)
     set(package fmt)
     set(requires fmt)
     set(deb libfmt-dev)
-  elseif(item STREQUAL "cereal::cereal" OR item STREQUAL "cereal")
-    set(package cereal)  # header-only
-    set(deb libcereal-dev)
   elseif(item STREQUAL "CLI11::CLI11")
     set(package CLI11)  # header-only
     set(deb libcli11-dev)
@@ -199,10 +199,12 @@ foreach(_lib IN LISTS OUTBOX_INSTALL_LIBRARIES)
       COMPONENT Development)
   endif()
   get_target_property(_src ${_lib} SOURCE_DIR)
-  install(DIRECTORY "${_src}/include/"
-    DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}
-    COMPONENT Development
-    FILES_MATCHING PATTERN "*.h")
+  if(IS_DIRECTORY "${_src}/include" AND NOT _lib MATCHES "^outbox_(row_json|util)$")
+    install(DIRECTORY "${_src}/include/"
+      DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}
+      COMPONENT Development
+      FILES_MATCHING PATTERN "*.h")
+  endif()
   list(APPEND _outbox_pc_own_libs "-l${_out}")
 
   get_target_property(_links ${_lib} INTERFACE_LINK_LIBRARIES)

@@ -107,7 +107,6 @@ while IFS= read -r pkg; do
     OpenSSL) d=libssl-dev ;;
     spdlog) d=libspdlog-dev ;;
     fmt) d=libfmt-dev ;;
-    cereal) d=libcereal-dev ;;
     CLI11) d=libcli11-dev ;;
     Threads) continue ;;
     *) fail "outboxConfig.cmake needs $pkg: which Debian package has it? (add it here)" ;;
@@ -168,7 +167,11 @@ development=(
   /usr/share/doc/edge-outbox-dev/changelog.gz
 )
 for l in "${libraries[@]}"; do
-  development+=("/usr/include/outbox/${l#outbox_}.h" "/usr/$libdir/lib$l.a")
+  case $l in
+    outbox_util | outbox_row_json) ;; # internal archives: no header installed
+    *) development+=("/usr/include/outbox/${l#outbox_}.h") ;;
+  esac
+  development+=("/usr/$libdir/lib$l.a")
 done
 check_files "$dev" "/usr/include/outbox/[a-z_]+\.h|/usr/$libdir/(liboutbox_[a-z_]+\.a|cmake/outbox/outbox[A-Za-z-]+\.cmake|pkgconfig/outbox\.pc)|/usr/share/doc/edge-outbox-dev/(copyright|changelog\.gz)" \
   "${development[@]}"

@@ -24,7 +24,7 @@ build=$(cd "${1:?usage: demo.sh BUILD_DIR}" && pwd)
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 ctl="$build/agent/outboxctl"
 outboxd="$build/agent/outboxd"
-receiver="$build/agent/outbox-receiver"
+receiver="$build/examples/outbox-receiver"
 
 for program in "$ctl" "$outboxd" "$receiver"; do
   if [ ! -x "$program" ]; then

@@ -34,7 +34,7 @@ jobs=$(nproc)
 packages=(
   build-essential cmake ninja-build pkg-config git clang-14 libclang-rt-14-dev
   libsqlite3-dev sqlite3 libsqlitecpp-dev libcurl4-openssl-dev libssl-dev
-  libcereal-dev rapidjson-dev libspdlog-dev libfmt-dev libcli11-dev
+  rapidjson-dev libspdlog-dev libfmt-dev libcli11-dev
   libcpp-httplib-dev libgtest-dev libgmock-dev libbenchmark-dev python3
   dpkg-dev python3-yaml systemd ccache file llvm-14
   help2man lintian shellcheck prometheus python3-prometheus-client

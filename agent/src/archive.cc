@@ -1,24 +1,18 @@
 #include "archive.h"
 
 #include <fcntl.h>
-#include <rapidjson/stringbuffer.h>
-#include <rapidjson/writer.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include <cereal/external/base64.hpp>
 #include <cerrno>
 #include <filesystem>
 #include <stdexcept>
 
 #include "outbox/transport.h"
+#include "row_json.h"
 
 namespace outbox::agent {
 namespace {
-
-void PutString(rapidjson::Writer<rapidjson::StringBuffer>& json, const std::string& text) {
-  json.String(text.c_str(), static_cast<rapidjson::SizeType>(text.size()));
-}
 
 // Writes all of `data`, retrying short writes and EINTR.
 bool WriteAll(int fd, const char* data, std::size_t left) {
@@ -35,32 +29,7 @@ bool WriteAll(int fd, const char* data, std::size_t left) {
 }  // namespace
 
 std::string ArchiveLine(const store::Row& row, const std::string& database_id) {
-  rapidjson::StringBuffer buffer;
-  rapidjson::Writer<rapidjson::StringBuffer> json(buffer);
-  json.StartObject();
-  json.Key("id");
-  json.Int64(row.id);
-  json.Key("topic");
-  PutString(json, row.topic);
-  json.Key("msg_key");
-  PutString(json, row.key);
-  json.Key("message_id");
-  PutString(json, transport::MessageId(database_id, row.topic, row.key));
-  json.Key("payload_base64");
-  PutString(json, cereal::base64::encode(reinterpret_cast<const unsigned char*>(row.payload.data()),
-                                         row.payload.size()));
-  if (row.headers_json) {
-    json.Key("headers");
-    PutString(json, *row.headers_json);
-  }
-  json.Key("attempts");
-  json.Int(row.attempts);
-  json.Key("created_at");
-  json.Int64(row.created_at);
-  json.Key("delivered_at");
-  json.Int64(row.updated_at);
-  json.EndObject();
-  return std::string(buffer.GetString(), buffer.GetSize());
+  return row_json::ArchiveLine(row, transport::MessageId(database_id, row.topic, row.key));
 }
 
 void ArchiveFile::Append(const std::vector<store::Row>& rows, const std::string& database_id) {

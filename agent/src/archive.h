@@ -9,8 +9,8 @@
 
 namespace outbox::agent {
 
-// One archived row as a JSON object, without the newline. The one place
-// that decides the archive's fields.
+// One archived row as a JSON object, without the newline: row_json's row
+// with its payload in base64 and its message_id.
 std::string ArchiveLine(const store::Row& row, const std::string& database_id);
 
 // Appends rows to `path`, rotating it to PATH.1 (one previous file kept)

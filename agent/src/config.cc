@@ -21,8 +21,8 @@
 #include <utility>
 #include <vector>
 
-#include "listen_address.h"
 #include "outbox/agent.h"
+#include "util/listen_address.h"
 
 namespace outbox::agent {
 namespace {
@@ -497,30 +497,6 @@ std::string SyntaxError(std::string_view json, std::size_t offset, rapidjson::Pa
 
 }  // namespace
 
-std::optional<ListenAddress> ParseListenAddress(std::string_view text) {
-  const std::size_t colon = text.rfind(':');
-  if (colon == std::string_view::npos) return std::nullopt;
-  std::string_view host = text.substr(0, colon);
-  const std::string_view port = text.substr(colon + 1);
-  if (host.size() >= 2 && host.front() == '[' && host.back() == ']') {
-    host = host.substr(1, host.size() - 2);
-    if (host.empty() || host.find_first_not_of("0123456789abcdefABCDEF:.") != std::string::npos) {
-      return std::nullopt;
-    }
-  } else if (host.empty() || host.find_first_of(":[] \t/") != std::string_view::npos) {
-    return std::nullopt;
-  }
-  ListenAddress address;
-  address.host = host;
-  if (port.empty() || port.size() > 5 ||
-      port.find_first_not_of("0123456789") != std::string_view::npos) {
-    return std::nullopt;
-  }
-  std::from_chars(port.data(), port.data() + port.size(), address.port);
-  if (address.port > 65535) return std::nullopt;
-  return address;
-}
-
 Config ParseConfig(std::string_view json) {
   rapidjson::Document document;
   document.Parse<rapidjson::kParseValidateEncodingFlag | rapidjson::kParseIterativeFlag>(
@@ -550,7 +526,7 @@ Config ParseConfig(std::string_view json) {
   if (auto limits = root.Object("limits")) ReadLimits(*limits, options.limits.emplace());
   if (auto metrics = root.Object("metrics")) {
     if (metrics->Read("listen", config.metrics_listen) && !config.metrics_listen.empty() &&
-        !ParseListenAddress(config.metrics_listen)) {
+        !util::ParseListenAddress(config.metrics_listen)) {
       Fail(metrics->PathOf("listen"),
            R"(expected "host:port" such as "127.0.0.1:9464" or "[::1]:9464", or "" to disable)");
     }

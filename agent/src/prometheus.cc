@@ -7,13 +7,14 @@
 #include <algorithm>
 #include <cctype>
 #include <charconv>
-#include <chrono>
 #include <cmath>
 #include <initializer_list>
 #include <map>
 #include <set>
 #include <string_view>
 #include <utility>
+
+#include "util/clock.h"
 
 namespace outbox::agent {
 namespace {
@@ -335,11 +336,6 @@ void RenderAll(Exposition& out, const MetricsSnapshot& snapshot, std::int64_t no
   RenderBreakers(out, snapshot);
 }
 
-std::int64_t NowMs() {
-  const auto now = std::chrono::system_clock::now().time_since_epoch();
-  return std::chrono::duration_cast<std::chrono::milliseconds>(now).count();
-}
-
 std::string_view Trim(std::string_view text) {
   const auto first = text.find_first_not_of(" \t");
   if (first == std::string_view::npos) return {};
@@ -434,12 +430,12 @@ std::string RenderOpenMetrics(const MetricsSnapshot& snapshot, std::int64_t now_
 std::string RenderMetrics(const MetricsSnapshot& snapshot, MetricsFormat format,
                           std::int64_t created_ms) {
   return format == MetricsFormat::kOpenMetrics
-             ? RenderOpenMetrics(snapshot, NowMs(), created_ms)
-             : RenderPrometheus(snapshot, NowMs());
+             ? RenderOpenMetrics(snapshot, util::NowMs(), created_ms)
+             : RenderPrometheus(snapshot, util::NowMs());
 }
 
 std::string RenderPrometheus(const MetricsSnapshot& snapshot) {
-  return RenderPrometheus(snapshot, NowMs());
+  return RenderPrometheus(snapshot, util::NowMs());
 }
 
 }  // namespace outbox::agent

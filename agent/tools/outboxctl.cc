@@ -3,15 +3,10 @@
 //
 // Exit status: 0 success, 1 the database or the environment failed,
 // 2 bad flags or bad input. Errors are one line on stderr.
-#include <rapidjson/stringbuffer.h>
-#include <rapidjson/writer.h>
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
-#include <cereal/external/base64.hpp>
-#include <chrono>
 #include <cstdio>
-#include <ctime>
 #include <fstream>
 #include <functional>
 #include <iostream>
@@ -19,33 +14,20 @@
 #include <sstream>
 
 #include "outbox/store.h"
+#include "row_json.h"
+#include "util/clock.h"
+#include "util/rfc3339.h"
 
 namespace {
 
 using outbox::store::Row;
 using outbox::store::Status;
 using outbox::store::Store;
+using outbox::util::NowMs;
 
 constexpr int kExitFailure = 1;
 constexpr int kExitUsage = 2;
 constexpr int kPurgeBatch = 500;
-
-std::int64_t NowMs() {
-  return std::chrono::duration_cast<std::chrono::milliseconds>(
-             std::chrono::system_clock::now().time_since_epoch())
-      .count();
-}
-
-std::string FormatTime(std::int64_t ms) {
-  const std::time_t seconds = static_cast<std::time_t>(ms / 1000);
-  std::tm utc{};
-  gmtime_r(&seconds, &utc);
-  char text[32];
-  std::strftime(text, sizeof text, "%Y-%m-%dT%H:%M:%S", &utc);
-  char full[40];
-  std::snprintf(full, sizeof full, "%s.%03lldZ", text, static_cast<long long>(ms % 1000));
-  return full;
-}
 
 // Seconds from `then_ms` to `now_ms`, in doubles: created_at may hold any
 // value another application wrote, and now - INT64_MIN overflows.
@@ -65,90 +47,6 @@ std::string OneLine(std::string_view text, std::size_t max) {
     out += (byte < 0x20 || byte == 0x7f) ? ' ' : c;
   }
   return out;
-}
-
-using JsonWriter = rapidjson::Writer<rapidjson::StringBuffer>;
-
-
-using outbox::store::Utf8SequenceAt;
-
-// Not RapidJSON's kWriteValidateEncodingFlag: it reads a sequence cut short
-// at the end of the text past the end of the buffer.
-bool IsUtf8(std::string_view text) {
-  for (std::size_t at = 0; at < text.size();) {
-    const std::size_t length = Utf8SequenceAt(text, at);
-    if (length == 0) return false;
-    at += length;
-  }
-  return true;
-}
-
-// JSON strings must be UTF-8, but text columns hold whatever other
-// applications wrote: each byte that is not part of valid UTF-8 becomes
-// U+FFFD, so the output always parses.
-void WriteString(JsonWriter& json, std::string_view text) {
-  std::string valid;
-  valid.reserve(text.size());
-  for (std::size_t at = 0; at < text.size();) {
-    const std::size_t length = Utf8SequenceAt(text, at);
-    if (length == 0) {
-      valid += "\xEF\xBF\xBD";
-      ++at;
-    } else {
-      valid.append(text.substr(at, length));
-      at += length;
-    }
-  }
-  json.String(valid.data(), static_cast<rapidjson::SizeType>(valid.size()));
-}
-
-void WriteRow(JsonWriter& json, const Row& row, bool with_payload) {
-  json.StartObject();
-  json.Key("id");
-  json.Int64(row.id);
-  json.Key("topic");
-  WriteString(json, row.topic);
-  json.Key("msg_key");
-  WriteString(json, row.key);
-  json.Key("status");
-  WriteString(json, outbox::store::StatusName(row.status));
-  json.Key("attempts");
-  json.Int(row.attempts);
-  json.Key("next_attempt_at");
-  json.Int64(row.next_attempt_at);
-  json.Key("created_at");
-  json.Int64(row.created_at);
-  json.Key("updated_at");
-  json.Int64(row.updated_at);
-  json.Key("lease_owner");
-  row.lease_owner ? WriteString(json, *row.lease_owner) : (void)json.Null();
-  json.Key("last_error");
-  row.last_error ? WriteString(json, *row.last_error) : (void)json.Null();
-  json.Key("crashes");
-  json.Int(row.crashes);
-  json.Key("operator_retries");
-  json.Int(row.operator_retries);
-  json.Key("payload_bytes");
-  json.Uint64(row.payload.size());
-  if (with_payload) {
-    json.Key("headers");
-    row.headers_json ? WriteString(json, *row.headers_json) : (void)json.Null();
-    // JSON strings must be UTF-8: binary payloads go out as base64.
-    if (IsUtf8(row.payload)) {
-      json.Key("payload");
-      WriteString(json, row.payload);
-    } else {
-      json.Key("payload_base64");
-      WriteString(json, cereal::base64::encode(
-                            reinterpret_cast<const unsigned char*>(row.payload.data()),
-                            row.payload.size()));
-    }
-  }
-  json.EndObject();
-}
-
-void PrintJson(const rapidjson::StringBuffer& buffer) {
-  std::cout << buffer.GetString() << '\n';
 }
 
 struct Context {
@@ -176,43 +74,7 @@ int RunStats(const Context& context) {
   const outbox::store::Stats stats = store.GetStats();
   const std::int64_t now = NowMs();
   if (context.json) {
-    rapidjson::StringBuffer buffer;
-    JsonWriter json(buffer);
-    json.StartObject();
-    json.Key("database_id");
-    WriteString(json, store.database_id());
-    json.Key("undelivered");
-    json.Int64(stats.undelivered);
-    json.Key("db_bytes");
-    json.Int64(stats.db_bytes);
-    json.Key("wal_bytes");
-    json.Int64(stats.wal_bytes);
-    json.Key("limits");
-    json.StartObject();
-    json.Key("max_payload_bytes");
-    json.Int64(stats.limits.max_payload_bytes);
-    json.Key("max_pending");
-    json.Int64(stats.limits.max_pending);
-    json.Key("max_db_bytes");
-    json.Int64(stats.limits.max_db_bytes);
-    json.EndObject();
-    json.Key("topics");
-    json.StartArray();
-    for (const auto& count : stats.counts) {
-      json.StartObject();
-      json.Key("topic");
-      WriteString(json, count.topic);
-      json.Key("status");
-      WriteString(json, outbox::store::StatusName(count.status));
-      json.Key("count");
-      json.Int64(count.count);
-      json.Key("oldest_age_seconds");
-      json.Double(AgeSeconds(now, count.oldest_created_at));
-      json.EndObject();
-    }
-    json.EndArray();
-    json.EndObject();
-    PrintJson(buffer);
+    std::cout << outbox::row_json::StatsToJson(stats, store.database_id(), now) << '\n';
     return 0;
   }
   std::printf("%-32s %-10s %10s %16s\n", "TOPIC", "STATUS", "COUNT", "OLDEST AGE (s)");
@@ -246,12 +108,7 @@ int RunList(const Context& context, const std::string& status_name, const std::s
   Store store = Open(context);
   const std::vector<Row> rows = store.List(filter);
   if (context.json) {
-    rapidjson::StringBuffer buffer;
-    JsonWriter json(buffer);
-    json.StartArray();
-    for (const Row& row : rows) WriteRow(json, row, false);
-    json.EndArray();
-    PrintJson(buffer);
+    std::cout << outbox::row_json::RowsToJson(rows) << '\n';
     return 0;
   }
   std::printf("%-8s %-24s %-24s %-10s %8s  %-24s %s\n", "ID", "TOPIC", "KEY", "STATUS",
@@ -260,7 +117,7 @@ int RunList(const Context& context, const std::string& status_name, const std::s
     std::printf("%-8lld %-24s %-24s %-10s %8d  %-24s %s\n", static_cast<long long>(row.id),
                 OneLine(row.topic, 24).c_str(), OneLine(row.key, 24).c_str(),
                 std::string(outbox::store::StatusName(row.status)).c_str(), row.attempts,
-                FormatTime(row.next_attempt_at).c_str(),
+                outbox::util::FormatRfc3339(row.next_attempt_at).c_str(),
                 OneLine(row.last_error.value_or(""), 60).c_str());
   }
   return 0;
@@ -274,10 +131,9 @@ int RunShow(const Context& context, std::int64_t id) {
     return kExitFailure;
   }
   if (context.json) {
-    rapidjson::StringBuffer buffer;
-    JsonWriter json(buffer);
-    WriteRow(json, *row, true);
-    PrintJson(buffer);
+    outbox::row_json::RowJsonOptions options;
+    options.with_payload = true;
+    std::cout << outbox::row_json::RowToJson(*row, options) << '\n';
     return 0;
   }
   std::cout << "id:               " << row->id << '\n'
@@ -285,9 +141,9 @@ int RunShow(const Context& context, std::int64_t id) {
             << "msg_key:          " << row->key << '\n'
             << "status:           " << outbox::store::StatusName(row->status) << '\n'
             << "attempts:         " << row->attempts << '\n'
-            << "next_attempt_at:  " << FormatTime(row->next_attempt_at) << '\n'
-            << "created_at:       " << FormatTime(row->created_at) << '\n'
-            << "updated_at:       " << FormatTime(row->updated_at) << '\n'
+            << "next_attempt_at:  " << outbox::util::FormatRfc3339(row->next_attempt_at) << '\n'
+            << "created_at:       " << outbox::util::FormatRfc3339(row->created_at) << '\n'
+            << "updated_at:       " << outbox::util::FormatRfc3339(row->updated_at) << '\n'
             << "lease_owner:      " << row->lease_owner.value_or("-") << '\n'
             << "crashes:          " << row->crashes << '\n'
             << "operator_retries: " << row->operator_retries << '\n'

@@ -12,6 +12,7 @@
 #include "outbox/store.h"
 #include "c_api.h"
 #include "sql.h"
+#include "util/utf8.h"
 
 namespace outbox::store {
 namespace {
@@ -98,7 +99,7 @@ long EscapedUnit(std::string_view text, std::size_t at) {
 bool IsUnicodeJsonText(std::string_view text) {
   for (std::size_t at = 0; at < text.size();) {
     if (text[at] != '\\') {
-      const std::size_t length = Utf8SequenceAt(text, at);
+      const std::size_t length = util::Utf8SequenceAt(text, at);
       if (length == 0) return false;
       at += length;
       continue;
@@ -118,33 +119,6 @@ bool IsUnicodeJsonText(std::string_view text) {
 }
 
 }  // namespace
-
-std::size_t Utf8SequenceAt(std::string_view text, std::size_t at) {
-  const auto byte = [&](std::size_t i) { return static_cast<unsigned char>(text[i]); };
-  const unsigned char lead = byte(at);
-  if (lead < 0x80) return 1;
-  std::size_t length = 0;
-  unsigned char low = 0x80;
-  unsigned char high = 0xBF;
-  if (lead >= 0xC2 && lead <= 0xDF) {
-    length = 2;
-  } else if (lead >= 0xE0 && lead <= 0xEF) {
-    length = 3;
-    if (lead == 0xE0) low = 0xA0;
-    if (lead == 0xED) high = 0x9F;
-  } else if (lead >= 0xF0 && lead <= 0xF4) {
-    length = 4;
-    if (lead == 0xF0) low = 0x90;
-    if (lead == 0xF4) high = 0x8F;
-  } else {
-    return 0;
-  }
-  if (at + length > text.size() || byte(at + 1) < low || byte(at + 1) > high) return 0;
-  for (std::size_t i = 2; i < length; ++i) {
-    if ((byte(at + i) & 0xC0) != 0x80) return 0;
-  }
-  return length;
-}
 
 void ValidateMessage(const NewMessage& message) {
   if (message.topic.empty()) throw std::invalid_argument("topic: must not be empty");

@@ -8,7 +8,6 @@
 #include <string>
 
 #include "common/temp_dir.h"
-#include "listen_address.h"
 #include "outbox/agent.h"
 
 namespace outbox::agent {
@@ -375,22 +374,6 @@ TEST(ParseConfig, ErrorsNeverShowASecretValue) {
   // A secret typed into a numeric key is not echoed either.
   const std::string misplaced = ErrorOf(WithTopic(R"("timeout_ms": "whsec_c2VjcmV0")"));
   EXPECT_EQ(misplaced, R"(topics."a".timeout_ms: expected a positive integer, got a string)");
-}
-
-TEST(ParseListenAddress, AcceptsHostPortAndBracketedIpv6) {
-  const auto v4 = ParseListenAddress("127.0.0.1:9464");
-  ASSERT_TRUE(v4);
-  EXPECT_EQ(v4->host, "127.0.0.1");
-  EXPECT_EQ(v4->port, 9464);
-  const auto v6 = ParseListenAddress("[::1]:0");
-  ASSERT_TRUE(v6);
-  EXPECT_EQ(v6->host, "::1");
-  EXPECT_EQ(v6->port, 0);
-  EXPECT_TRUE(ParseListenAddress("localhost:80"));
-  for (const char* bad :
-       {"", ":9464", "::1:9464", "[::1]", "host:", "host:x1", "host:123456", "a b:1", "[]:1"}) {
-    EXPECT_FALSE(ParseListenAddress(bad)) << bad;
-  }
 }
 
 }  // namespace

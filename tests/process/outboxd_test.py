@@ -639,6 +639,22 @@ class OutboxctlTest(OutboxdTestCase):
         self.assertIn("purged 1 dead row", ctl("purge", "--dead", "--all"))
         self.assertEqual(self.count(), 0)
 
+    def test_times_before_1970_print_as_rfc3339(self):
+        # Another application may write any time; -1 once printed as
+        # "1969-12-31T23:59:59.-01Z".
+        self.assertEqual(self.outboxctl("init").returncode, 0)
+        row_id = self.insert("orders", "old")
+        self.sql("UPDATE outbox SET next_attempt_at = -1, created_at = -86400001 WHERE id = ?",
+                 (row_id,))
+        result = self.outboxctl("show", str(row_id))
+        self.assertEqual(result.returncode, 0, result.stderr)
+        shown = result.stdout.decode()
+        self.assertIn("next_attempt_at:  1969-12-31T23:59:59.999Z", shown)
+        self.assertIn("created_at:       1969-12-30T23:59:59.999Z", shown)
+        listed = self.outboxctl("list").stdout.decode()
+        self.assertIn("1969-12-31T23:59:59.999Z", listed)
+        self.assertNotIn(".-", listed)
+
 
 class RetentionTest(OutboxdTestCase):
     def test_archive_holds_exactly_the_purged_rows(self):

@@ -14,6 +14,7 @@
 
 #include "internal.h"
 #include "outbox/transport.h"
+#include "util/base64.h"
 
 namespace outbox::transport {
 namespace {
@@ -90,43 +91,13 @@ std::string HmacSha256Base64(std::string_view key, std::string_view content) {
                     reinterpret_cast<const unsigned char*>(content.data()), content.size(),
                     mac.data(), &mac_size) != nullptr,
                "HMAC-SHA256");
-  return internal::Base64Encode(
+  return util::Base64Encode(
       std::string_view(reinterpret_cast<const char*>(mac.data()), mac_size));
 }
 
 }  // namespace
 
 namespace internal {
-
-std::string Base64Encode(std::string_view bytes) {
-  std::string text(4 * ((bytes.size() + 2) / 3), '\0');
-  const int written = EVP_EncodeBlock(reinterpret_cast<unsigned char*>(text.data()),
-                                      reinterpret_cast<const unsigned char*>(bytes.data()),
-                                      static_cast<int>(bytes.size()));
-  text.resize(static_cast<std::size_t>(written));
-  return text;
-}
-
-std::optional<std::string> Base64Decode(std::string_view text) {
-  // EVP_DecodeBlock skips surrounding whitespace and does not report padding,
-  // so check the exact form here.
-  if (text.empty() || text.size() % 4 != 0) return std::nullopt;
-  std::size_t padding = 0;
-  while (padding < 2 && text[text.size() - 1 - padding] == '=') ++padding;
-  for (std::size_t i = 0; i < text.size() - padding; ++i) {
-    const char c = text[i];
-    const bool in_alphabet = (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') ||
-                             (c >= '0' && c <= '9') || c == '+' || c == '/';
-    if (!in_alphabet) return std::nullopt;
-  }
-  std::string bytes(text.size() / 4 * 3, '\0');
-  const int decoded = EVP_DecodeBlock(reinterpret_cast<unsigned char*>(bytes.data()),
-                                      reinterpret_cast<const unsigned char*>(text.data()),
-                                      static_cast<int>(text.size()));
-  if (decoded < 0) return std::nullopt;
-  bytes.resize(static_cast<std::size_t>(decoded) - padding);
-  return bytes;
-}
 
 std::string DecodeWebhookSecret(std::string_view secret, std::string_view field) {
   const auto fail = [&](std::string_view why) {
@@ -135,7 +106,7 @@ std::string DecodeWebhookSecret(std::string_view secret, std::string_view field)
   if (!secret.starts_with(kWebhookSecretPrefix)) {
     fail("must have the form whsec_<base64>");
   }
-  std::optional<std::string> key = Base64Decode(secret.substr(kWebhookSecretPrefix.size()));
+  std::optional<std::string> key = util::Base64Decode(secret.substr(kWebhookSecretPrefix.size()));
   if (!key) fail("the part after whsec_ is not valid base64");
   if (key->size() < kMinWebhookKeyBytes || key->size() > kMaxWebhookKeyBytes) {
     fail("must decode to 24..64 bytes, not " + std::to_string(key->size()));

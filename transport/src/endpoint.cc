@@ -19,6 +19,8 @@
 
 #include "internal.h"
 #include "outbox/transport.h"
+#include "util/clock.h"
+#include "util/utf8.h"
 
 namespace outbox::transport {
 namespace {
@@ -46,12 +48,6 @@ struct SlistDeleter {
 };
 using HeaderList = std::unique_ptr<curl_slist, SlistDeleter>;
 
-std::int64_t NowMs() {
-  return std::chrono::duration_cast<std::chrono::milliseconds>(
-             std::chrono::system_clock::now().time_since_epoch())
-      .count();
-}
-
 HeaderList ToCurlHeaders(const Headers& headers) {
   HeaderList list;
   const auto append = [&list](const std::string& line) {
@@ -78,15 +74,6 @@ std::string OneLine(std::string_view body) {
     if (byte < 0x20 || byte == 0x7F) c = ' ';
   }
   while (!text.empty() && text.back() == ' ') text.pop_back();
-  return text;
-}
-
-// Cuts `text` to at most `limit` bytes without splitting a UTF-8 sequence.
-std::string TruncateUtf8(std::string text, std::size_t limit) {
-  if (text.size() <= limit) return text;
-  std::size_t end = limit;
-  while (end > 0 && (static_cast<unsigned char>(text[end]) & 0xC0) == 0x80) --end;
-  text.resize(end);
   return text;
 }
 
@@ -353,14 +340,15 @@ Result Endpoint::Impl::Send(std::string_view body, const Headers& headers) {
       if (curl_easy_header(easy, "Retry-After", 0, CURLH_HEADER, -1, &header) == CURLHE_OK) {
         retry_after = header->value;
       }
-      result = Classify(code, status, retry_after, NowMs(), options_.max_retry_after_ms);
+      result = Classify(code, status, retry_after, util::NowMs(), options_.max_retry_after_ms);
       if (code != CURLE_OK && connection->error[0] != '\0') {
         result.error = connection->error.data();  // more precise than the code's text
       } else if (result.outcome != Outcome::kDelivered) {
         // Redacted before it is cut, so that no prefix of a secret survives
         // at the cut.
         const std::string excerpt =
-            TruncateUtf8(Redact(OneLine(connection->body_excerpt)), options_.max_error_body_bytes);
+            std::string(util::TruncateUtf8(Redact(OneLine(connection->body_excerpt)),
+                                              options_.max_error_body_bytes));
         if (!excerpt.empty()) result.error += ": " + excerpt;
       }
     }
@@ -412,7 +400,7 @@ Result Endpoint::Push(const Message& message) {
   Headers headers;
   try {
     body = BuildBody(options, message);
-    headers = BuildHeaders(options, message, body, NowMs() / 1000);
+    headers = BuildHeaders(options, message, body, util::NowMs() / 1000);
   } catch (const std::invalid_argument& error) {
     // A malformed row is the message's own fault; no request is made.
     return impl_->MessageFailureWithoutIo(error.what());
@@ -440,7 +428,7 @@ Result Endpoint::PushBatch(std::span<const Message> messages) {
   try {
     body = options.batch.format == BatchFormat::kNdjson ? BuildNdjsonBatch(messages)
                                                         : BuildCloudEventsBatch(options, messages);
-    headers = BuildBatchHeaders(options, BatchId(messages), body, NowMs() / 1000);
+    headers = BuildBatchHeaders(options, BatchId(messages), body, util::NowMs() / 1000);
   } catch (const std::invalid_argument& error) {
     return impl_->MessageFailureWithoutIo(error.what());
   }

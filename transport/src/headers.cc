@@ -5,6 +5,7 @@
 
 #include "internal.h"
 #include "outbox/transport.h"
+#include "util/rfc3339.h"
 
 namespace outbox::transport {
 namespace {
@@ -106,7 +107,7 @@ Headers BuildHeaders(const EndpointOptions& options, const Message& message, std
     headers.emplace_back("ce-id", std::string(message.id));
     headers.emplace_back("ce-source", options.ce_source);
     headers.emplace_back("ce-type", std::string(message.topic));
-    headers.emplace_back("ce-time", internal::FormatRfc3339(message.created_at_ms));
+    headers.emplace_back("ce-time", util::FormatRfc3339(message.created_at_ms));
   }
   AddEndpointHeaders(options, headers);
   // Row headers come last and only fill gaps: whatever the transport or the

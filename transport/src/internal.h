@@ -17,16 +17,9 @@ namespace outbox::transport::internal {
 // curl_global_cleanup at exit would race with other static destructors.
 void EnsureCurlInitialized();
 
-std::string Base64Encode(std::string_view bytes);
-// Strict standard alphabet with padding; nullopt for anything else.
-std::optional<std::string> Base64Decode(std::string_view text);
-
 // The HMAC key of a "whsec_<base64>" secret. Throws std::invalid_argument
 // naming `field` when the form or the decoded length (24..64) is wrong.
 std::string DecodeWebhookSecret(std::string_view secret, std::string_view field);
-
-// RFC 3339 UTC time with milliseconds, e.g. "2021-02-26T15:42:10.123Z".
-std::string FormatRfc3339(std::int64_t ms_since_epoch);
 
 // The payload re-written as compact JSON (no newline, numbers kept
 // verbatim), or nullopt when it is not one valid UTF-8 JSON document.
@@ -38,10 +31,6 @@ bool StartsWithIgnoreCase(std::string_view text, std::string_view prefix);
 // Names the endpoint's configured headers may not use (the row's reserved
 // names less the credentials). Content-Type has its own option.
 bool IsReservedForEndpoint(std::string_view name);
-
-// Well-formed UTF-8 (RFC 3629: no overlong forms, surrogates or code points
-// above U+10FFFF, no sequence cut short at the end).
-bool IsValidUtf8(std::string_view text);
 
 // RFC 9110 token (header names).
 bool IsToken(std::string_view text);

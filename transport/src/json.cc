@@ -11,6 +11,9 @@
 
 #include "internal.h"
 #include "outbox/transport.h"
+#include "util/base64.h"
+#include "util/rfc3339.h"
+#include "util/utf8.h"
 
 namespace outbox::transport {
 namespace {
@@ -61,7 +64,7 @@ void WriteString(JsonWriter& writer, std::string_view text, std::string_view fie
   // Checked here first: RapidJSON's own check (kWriteValidateEncodingFlag)
   // reads a multi-byte sequence cut short at the end of `text` past its end
   // (a heap over-read found by fuzzing a topic ending in 0xE0).
-  if (!internal::IsValidUtf8(text) ||
+  if (!util::IsValidUtf8(text) ||
       !writer.String(text.data(), static_cast<rapidjson::SizeType>(text.size()))) {
     throw std::invalid_argument(std::string(field) + ": not valid UTF-8");
   }
@@ -84,7 +87,7 @@ void WritePayload(JsonWriter& writer, std::string_view payload, bool allow_json,
     writer.RawValue(json->data(), json->size(), rapidjson::kObjectType);
   } else {
     WriteKey(writer, base64_key);
-    WriteString(writer, internal::Base64Encode(payload), base64_key);
+    WriteString(writer, util::Base64Encode(payload), base64_key);
   }
 }
 
@@ -100,7 +103,7 @@ void WriteCloudEvent(JsonWriter& writer, const EndpointOptions& options, const M
   WriteKey(writer, "type");
   WriteString(writer, message.topic, "topic");
   WriteKey(writer, "time");
-  WriteString(writer, internal::FormatRfc3339(message.created_at_ms), "time");
+  WriteString(writer, util::FormatRfc3339(message.created_at_ms), "time");
   WriteKey(writer, "datacontenttype");
   WriteString(writer, content_type, "headers[Content-Type]");
   // CloudEvents JSON format 3.1: JSON data goes in "data" only when the
@@ -181,7 +184,7 @@ std::string BuildNdjsonBatch(std::span<const Message> messages) {
     WriteKey(writer, "topic");
     WriteString(writer, message.topic, "topic");
     WriteKey(writer, "time");
-    WriteString(writer, internal::FormatRfc3339(message.created_at_ms), "time");
+    WriteString(writer, util::FormatRfc3339(message.created_at_ms), "time");
     WritePayload(writer, message.payload, /*allow_json=*/true, "payload", "payload_base64");
     writer.EndObject();
     body.append(buffer.GetString(), buffer.GetSize()).append("\n");

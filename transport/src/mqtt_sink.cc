@@ -16,6 +16,8 @@
 
 #include "internal.h"
 #include "outbox/transport.h"
+#include "util/clock.h"
+#include "util/utf8.h"
 
 namespace outbox::transport::internal {
 namespace {
@@ -23,12 +25,6 @@ namespace {
 std::int64_t NowUs() {
   return std::chrono::duration_cast<std::chrono::microseconds>(
              std::chrono::steady_clock::now().time_since_epoch())
-      .count();
-}
-
-std::int64_t NowMs() {
-  return std::chrono::duration_cast<std::chrono::milliseconds>(
-             std::chrono::system_clock::now().time_since_epoch())
       .count();
 }
 
@@ -84,7 +80,7 @@ std::optional<std::string> ExpandTopic(std::string_view pattern, const Message& 
     }
   }
   if (topic.empty() || topic.size() > 65535 || topic.find_first_of("+#") != std::string::npos ||
-      topic.find('\0') != std::string::npos || !IsValidUtf8(topic)) {
+      topic.find('\0') != std::string::npos || !util::IsValidUtf8(topic)) {
     return std::nullopt;
   }
   return topic;
@@ -191,7 +187,7 @@ class MqttSink final : public Sink {
     Headers headers;
     try {
       body = BuildBody(options_, message);
-      headers = BuildHeaders(options_, message, body, NowMs() / 1000);
+      headers = BuildHeaders(options_, message, body, util::NowMs() / 1000);
     } catch (const std::invalid_argument& error) {
       return MessageFailure(error.what());
     }

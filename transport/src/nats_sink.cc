@@ -14,6 +14,7 @@
 
 #include "internal.h"
 #include "outbox/transport.h"
+#include "util/clock.h"
 
 namespace outbox::transport::internal {
 namespace {
@@ -21,12 +22,6 @@ namespace {
 std::int64_t NowUs() {
   return std::chrono::duration_cast<std::chrono::microseconds>(
              std::chrono::steady_clock::now().time_since_epoch())
-      .count();
-}
-
-std::int64_t NowMs() {
-  return std::chrono::duration_cast<std::chrono::milliseconds>(
-             std::chrono::system_clock::now().time_since_epoch())
       .count();
 }
 
@@ -153,7 +148,7 @@ class NatsSink final : public Sink {
     Headers headers;
     try {
       body = BuildBody(options_, message);
-      headers = BuildHeaders(options_, message, body, NowMs() / 1000);
+      headers = BuildHeaders(options_, message, body, util::NowMs() / 1000);
     } catch (const std::invalid_argument& error) {
       return MessageFailure(error.what());
     }

@@ -5,6 +5,7 @@
 
 #include "internal.h"
 #include "outbox/transport.h"
+#include "util/utf8.h"
 
 namespace outbox::transport {
 namespace {
@@ -50,7 +51,7 @@ void ValidateTopicTemplate(std::string_view topic) {
     Fail("url", "topic must not hold a wildcard (+ or #)");
   }
   if (HasControlCharacter(topic)) Fail("url", "topic holds a control character");
-  if (!internal::IsValidUtf8(topic)) Fail("url", "topic is not valid UTF-8");
+  if (!util::IsValidUtf8(topic)) Fail("url", "topic is not valid UTF-8");
   for (std::size_t open = topic.find('{'); open != std::string_view::npos;
        open = topic.find('{', open + 1)) {
     const std::size_t close = topic.find('}', open);
@@ -113,7 +114,7 @@ void ValidateMqtt(const MqttOptions& mqtt) {
     Fail("mqtt.password", "needs mqtt.username");
   }
   if (mqtt.client_id.size() > 65535 || HasControlCharacter(mqtt.client_id) ||
-      !internal::IsValidUtf8(mqtt.client_id)) {
+      !util::IsValidUtf8(mqtt.client_id)) {
     Fail("mqtt.client_id", "must be UTF-8 without control characters, at most 65535 bytes");
   }
   if (mqtt.protocol_version != 4 && mqtt.protocol_version != 5) {

@@ -246,11 +246,6 @@ class ProducerTransaction {
   std::unique_ptr<c_api::RawTransaction> transaction_;
 };
 
-// Bytes of the valid UTF-8 sequence that starts at `at` (RFC 3629: no
-// overlong forms, no surrogates, nothing above U+10FFFF), or 0 if there is
-// none there. For tools that print what other applications wrote.
-std::size_t Utf8SequenceAt(std::string_view text, std::size_t at);
-
 // Checks the fields that need no database: topic, key and the per-row policy.
 // Throws std::invalid_argument naming the field.
 void ValidateMessage(const NewMessage& message);

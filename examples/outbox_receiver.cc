@@ -48,6 +48,8 @@
 
 #include "outbox/store.h"
 #include "outbox/transport.h"
+#include "util/clock.h"
+#include "util/listen_address.h"
 
 namespace {
 
@@ -93,11 +95,7 @@ struct ReceiverOptions {
   std::optional<unsigned> seed;                // for --fail-ratio / --lose-ack-ratio
 };
 
-std::int64_t NowMs() {
-  return std::chrono::duration_cast<std::chrono::milliseconds>(
-             std::chrono::system_clock::now().time_since_epoch())
-      .count();
-}
+using outbox::util::NowMs;
 
 struct Counters {
   std::atomic<std::int64_t> received{0};           // POSTs that reached a handler
@@ -391,28 +389,14 @@ void PrepareDatabase(const ReceiverOptions& options) {
   Inbox install(db);
 }
 
-struct ListenAddress {
-  std::string host;
-  int port = 0;
-};
-
 // "HOST:PORT". Throws std::invalid_argument naming --listen.
-ListenAddress ParseListen(const std::string& text) {
-  const std::size_t colon = text.rfind(':');
-  if (colon == std::string::npos || colon == 0 || colon + 1 == text.size()) {
-    throw std::invalid_argument("--listen: expected HOST:PORT, got \"" + text + "\"");
+outbox::util::ListenAddress ParseListen(const std::string& text) {
+  std::optional<outbox::util::ListenAddress> address = outbox::util::ParseListenAddress(text);
+  if (!address) {
+    throw std::invalid_argument("--listen: expected HOST:PORT with a port 0..65535, got \"" +
+                                text + "\"");
   }
-  ListenAddress address{text.substr(0, colon), 0};
-  try {
-    std::size_t used = 0;
-    address.port = std::stoi(text.substr(colon + 1), &used);
-    if (used != text.size() - colon - 1 || address.port < 0 || address.port > 65535) {
-      throw std::out_of_range("port");
-    }
-  } catch (const std::exception&) {
-    throw std::invalid_argument("--listen: the port must be 0..65535, got \"" + text + "\"");
-  }
-  return address;
+  return *address;
 }
 
 std::shared_ptr<spdlog::logger> MakeLogger(bool verbose) {
@@ -485,7 +469,7 @@ int main(int argc, char** argv) {
   }
   if (*seed_option) options.seed = static_cast<unsigned>(seed);
 
-  ListenAddress address;
+  outbox::util::ListenAddress address;
   try {
     address = ParseListen(options.listen);
     for (const std::string& reference : secret_references) {

@@ -1,0 +1,26 @@
+#include "agent_slot.h"
+
+namespace outbox::daemon {
+
+void AgentSlot::Put(std::unique_ptr<agent::Agent> agent) {
+  std::lock_guard lock(mutex_);
+  agent_ = std::move(agent);
+}
+
+std::unique_ptr<agent::Agent> AgentSlot::Take() {
+  std::lock_guard lock(mutex_);
+  return std::move(agent_);
+}
+
+bool AgentSlot::Running() const {
+  std::lock_guard lock(mutex_);
+  return agent_ != nullptr && agent_->Running();
+}
+
+std::optional<std::string> AgentSlot::RenderMetrics(agent::MetricsFormat format) {
+  std::lock_guard lock(mutex_);
+  if (agent_ == nullptr) return std::nullopt;
+  return agent::RenderMetrics(agent_->Snapshot(), format, created_ms_);
+}
+
+}  // namespace outbox::daemon

@@ -1,0 +1,152 @@
+// RapidJSON, not cereal's JSON archives: cereal always wraps its output in a
+// root object ({"value0": ...}), so it cannot write the top-level array of
+// `outboxctl list --json`, and it has no JSON null for an unset optional
+// column (lease_owner, last_error, headers). Both are part of the contract.
+#include "row_json.h"
+
+#include <rapidjson/stringbuffer.h>
+#include <rapidjson/writer.h>
+
+#include "util/base64.h"
+#include "util/utf8.h"
+
+namespace outbox::row_json {
+namespace {
+
+using JsonWriter = rapidjson::Writer<rapidjson::StringBuffer>;
+
+// Not RapidJSON's kWriteValidateEncodingFlag: that refuses the string (and
+// reads a sequence cut short at the end of the text past the buffer).
+void WriteString(JsonWriter& json, std::string_view text) {
+  if (util::IsValidUtf8(text)) {
+    json.String(text.data(), static_cast<rapidjson::SizeType>(text.size()));
+    return;
+  }
+  const std::string valid = util::ToValidUtf8(text);
+  json.String(valid.data(), static_cast<rapidjson::SizeType>(valid.size()));
+}
+
+// One member of the object being written.
+void Put(JsonWriter& json, const char* key, std::string_view text) {
+  json.Key(key);
+  WriteString(json, text);
+}
+// A column that may be NULL.
+void PutNullable(JsonWriter& json, const char* key, const std::optional<std::string>& text) {
+  json.Key(key);
+  text ? WriteString(json, *text) : (void)json.Null();
+}
+void Put(JsonWriter& json, const char* key, int number) {
+  json.Key(key);
+  json.Int(number);
+}
+void Put(JsonWriter& json, const char* key, std::int64_t number) {
+  json.Key(key);
+  json.Int64(number);
+}
+void Put(JsonWriter& json, const char* key, std::uint64_t number) {
+  json.Key(key);
+  json.Uint64(number);
+}
+void Put(JsonWriter& json, const char* key, double number) {
+  json.Key(key);
+  json.Double(number);
+}
+
+void WriteRow(JsonWriter& json, const store::Row& row, const RowJsonOptions& options) {
+  json.StartObject();
+  Put(json, "id", row.id);
+  Put(json, "topic", row.topic);
+  Put(json, "msg_key", row.key);
+  if (!options.message_id.empty()) Put(json, "message_id", options.message_id);
+  Put(json, "status", store::StatusName(row.status));
+  Put(json, "attempts", row.attempts);
+  Put(json, "next_attempt_at", row.next_attempt_at);
+  Put(json, "created_at", row.created_at);
+  Put(json, "updated_at", row.updated_at);
+  // The last change of a delivered row is its delivery.
+  if (row.status == store::Status::kDelivered) Put(json, "delivered_at", row.updated_at);
+  PutNullable(json, "lease_owner", row.lease_owner);
+  PutNullable(json, "last_error", row.last_error);
+  Put(json, "crashes", row.crashes);
+  Put(json, "operator_retries", row.operator_retries);
+  Put(json, "payload_bytes", static_cast<std::uint64_t>(row.payload.size()));
+  if (options.with_payload) {
+    PutNullable(json, "headers", row.headers_json);
+    // JSON strings must be UTF-8: binary payloads go out as base64.
+    if (!options.payload_as_base64 && util::IsValidUtf8(row.payload)) {
+      Put(json, "payload", row.payload);
+    } else {
+      Put(json, "payload_base64", util::Base64Encode(row.payload));
+    }
+  }
+  json.EndObject();
+}
+
+std::string Take(const rapidjson::StringBuffer& buffer) {
+  return {buffer.GetString(), buffer.GetSize()};
+}
+
+// Seconds from `then_ms` to `now_ms`, in doubles: created_at may hold any
+// value another application wrote, and now - INT64_MIN overflows.
+double AgeSeconds(std::int64_t now_ms, std::int64_t then_ms) {
+  return (static_cast<double>(now_ms) - static_cast<double>(then_ms)) / 1000.0;
+}
+
+}  // namespace
+
+std::string RowToJson(const store::Row& row, const RowJsonOptions& options) {
+  rapidjson::StringBuffer buffer;
+  JsonWriter json(buffer);
+  WriteRow(json, row, options);
+  return Take(buffer);
+}
+
+std::string RowsToJson(const std::vector<store::Row>& rows, const RowJsonOptions& options) {
+  rapidjson::StringBuffer buffer;
+  JsonWriter json(buffer);
+  json.StartArray();
+  for (const store::Row& row : rows) WriteRow(json, row, options);
+  json.EndArray();
+  return Take(buffer);
+}
+
+std::string ArchiveLine(const store::Row& row, std::string_view message_id) {
+  RowJsonOptions options;
+  options.with_payload = true;
+  options.payload_as_base64 = true;
+  options.message_id = message_id;
+  return RowToJson(row, options);
+}
+
+std::string StatsToJson(const store::Stats& stats, std::string_view database_id,
+                        std::int64_t now_ms) {
+  rapidjson::StringBuffer buffer;
+  JsonWriter json(buffer);
+  json.StartObject();
+  Put(json, "database_id", database_id);
+  Put(json, "undelivered", stats.undelivered);
+  Put(json, "db_bytes", stats.db_bytes);
+  Put(json, "wal_bytes", stats.wal_bytes);
+  json.Key("limits");
+  json.StartObject();
+  Put(json, "max_payload_bytes", stats.limits.max_payload_bytes);
+  Put(json, "max_pending", stats.limits.max_pending);
+  Put(json, "max_db_bytes", stats.limits.max_db_bytes);
+  json.EndObject();
+  json.Key("topics");
+  json.StartArray();
+  for (const auto& count : stats.counts) {
+    json.StartObject();
+    Put(json, "topic", count.topic);
+    Put(json, "status", store::StatusName(count.status));
+    Put(json, "count", count.count);
+    Put(json, "oldest_age_seconds", AgeSeconds(now_ms, count.oldest_created_at));
+    json.EndObject();
+  }
+  json.EndArray();
+  json.EndObject();
+  return Take(buffer);
+}
+
+}  // namespace outbox::row_json

@@ -1,0 +1,51 @@
+// Outbox rows and store statistics as JSON: the one serialisation shared by
+// the archive writer (retention.archive_path, one object per line) and
+// `outboxctl --json`. Internal to edge-outbox (the outbox_row_json target);
+// pure functions, thread-safe.
+//
+// Text columns hold whatever other applications wrote: each byte that is not
+// part of valid UTF-8 becomes U+FFFD, so the output always parses.
+//
+// Row fields, in order: id, topic, msg_key, [message_id], status, attempts,
+// next_attempt_at, created_at, updated_at, [delivered_at: delivered rows],
+// lease_owner, last_error (null when unset), crashes, operator_retries,
+// payload_bytes and, with the payload: headers (the row's JSON text as a
+// string, or null), then payload (UTF-8 text) or payload_base64.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "outbox/store.h"
+
+namespace outbox::row_json {
+
+struct RowJsonOptions {
+  // Add headers and the payload.
+  bool with_payload = false;
+  // Always write payload_base64, even for a UTF-8 payload (the archive:
+  // bytes come back exactly as they went in).
+  bool payload_as_base64 = false;
+  // The message's Idempotency-Key; "" leaves the field out.
+  std::string_view message_id;
+};
+
+// One row as a JSON object, without a line end.
+std::string RowToJson(const store::Row& row, const RowJsonOptions& options = {});
+
+// Rows as a JSON array.
+std::string RowsToJson(const std::vector<store::Row>& rows, const RowJsonOptions& options = {});
+
+// A line of the retention archive, without its line end: the row with its
+// payload as base64 and its message_id.
+std::string ArchiveLine(const store::Row& row, std::string_view message_id);
+
+// The store's numbers: database_id, undelivered, db_bytes, wal_bytes,
+// limits{max_payload_bytes, max_pending, max_db_bytes} and topics[{topic,
+// status, count, oldest_age_seconds}], ages measured against `now_ms`.
+std::string StatsToJson(const store::Stats& stats, std::string_view database_id,
+                        std::int64_t now_ms);
+
+}  // namespace outbox::row_json

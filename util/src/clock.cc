@@ -1,0 +1,13 @@
+#include "util/clock.h"
+
+#include <chrono>
+
+namespace outbox::util {
+
+std::int64_t NowMs() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+}  // namespace outbox::util
