@@ -14,6 +14,9 @@
 #                            clang TSan (`unit`), and every libFuzzer target
 #                            for FUZZ_SECONDS (default 20) each
 #   packaging/dev.sh bench   build and run the benchmarks (not part of test)
+#   packaging/dev.sh soak    build and run the soak (ctest label soak, not part
+#                            of test): outboxd under load and outages for
+#                            OUTBOX_SOAK_MINUTES (default 30)
 #   packaging/dev.sh deps    only install the Debian packages
 #
 # Works as root on a fresh Debian 12 machine; without root it uses sudo for
@@ -259,9 +262,17 @@ case "${1:-}" in
   test) cmd_test ;;
   demo) cmd_demo ;;
   bench) cmd_bench ;;
+  soak)
+    install_deps
+    build_gcc
+    stage "soak (${OUTBOX_SOAK_MINUTES:-30} min)"
+    # -V: the figures (one JSON line) are printed on success too.
+    OUTBOX_SOAK=1 ctest --test-dir "$root/build" -L soak -V
+    stage_done
+    ;;
   deps) install_deps ;;
   *)
-    echo "usage: $0 demo|test|bench|deps" >&2
+    echo "usage: $0 demo|test|bench|soak|deps" >&2
     exit 2
     ;;
 esac

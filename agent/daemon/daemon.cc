@@ -210,7 +210,7 @@ int Daemon::Impl::Start() {
     const std::optional<util::ListenAddress> address =
         util::ParseListenAddress(config.metrics_listen);
     try {
-      server.emplace(address.value(), slot, logger);
+      server.emplace(address.value(), slot, metrics, logger);
     } catch (const std::exception& e) {
       logger->critical("{}", e.what());
       return kExitFailure;

@@ -7,7 +7,9 @@
 #include <chrono>
 #include <cstring>
 #include <future>
+#include <optional>
 #include <stdexcept>
+#include <string>
 #include <thread>
 
 namespace outbox::daemon {
@@ -27,6 +29,7 @@ struct MetricsServer::Impl {
 };
 
 MetricsServer::MetricsServer(const util::ListenAddress& address, AgentSlot& slot,
+                             std::shared_ptr<const agent::Metrics> metrics,
                              std::shared_ptr<spdlog::logger> logger)
     : impl_(std::make_unique<Impl>()) {
   impl_->logger = std::move(logger);
@@ -49,10 +52,18 @@ MetricsServer::MetricsServer(const util::ListenAddress& address, AgentSlot& slot
       response.set_content("cannot read metrics\n", "text/plain");
     }
   });
-  server.Get("/healthz", [&slot](const httplib::Request&, httplib::Response& response) {
-    const bool running = slot.Running();
-    response.status = running ? 200 : 503;
-    response.set_content(running ? "ok\n" : "not running\n", "text/plain");
+  // 503 with one line of reason when no agent runs or its sweeper keeps
+  // failing (docs/operations.md); the counters answer without the database.
+  server.Get("/healthz", [&slot, metrics](const httplib::Request&,
+                                          httplib::Response& response) {
+    std::optional<std::string> trouble;
+    if (!slot.Running()) {
+      trouble = "not running";
+    } else {
+      trouble = metrics->Trouble();
+    }
+    response.status = trouble ? 503 : 200;
+    response.set_content(trouble ? *trouble + "\n" : "ok\n", "text/plain");
   });
   // Port 0 takes any free port; the caller logs the one it got.
   impl_->port = address.port;

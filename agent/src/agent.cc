@@ -92,6 +92,7 @@ Agent::Agent(Options options) {
   rt.store_options.path = rt.options.db_path;
   rt.store_options.create = true;
   rt.store_options.synchronous = rt.options.synchronous;
+  rt.store_options.boot_clock = [clock = rt.clock] { return clock->Boot(); };
   // The writer's working set is the B-tree paths its transitions touch (the
   // claim index around pending and in-flight rows, the retention tail, the
   // table leaves of rows in flight, the counters): a few hundred KiB even at

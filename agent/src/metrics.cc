@@ -23,6 +23,9 @@ struct Metrics::Impl {
   std::set<std::string, std::less<>> labels;        // guarded by mutex
   std::map<std::string, TopicCounters> counters;    // guarded by mutex
   std::int64_t taken_back = 0;                      // guarded by mutex
+  std::int64_t sweeper_errors = 0;                  // guarded by mutex
+  int sweeper_consecutive_failures = 0;             // guarded by mutex
+  std::string sweeper_last_error;                   // guarded by mutex
 
   TopicCounters& For(std::string_view topic) {
     const std::string label = LabelLocked(topic);
@@ -93,6 +96,30 @@ void Metrics::TakenBack(std::int64_t n) {
   impl_->taken_back += n;
 }
 
+void Metrics::SweeperFailed(std::string_view error) {
+  std::lock_guard lock(impl_->mutex);
+  ++impl_->sweeper_errors;
+  ++impl_->sweeper_consecutive_failures;
+  impl_->sweeper_last_error = error;
+}
+
+void Metrics::SweeperSucceeded() {
+  std::lock_guard lock(impl_->mutex);
+  impl_->sweeper_consecutive_failures = 0;
+}
+
+std::optional<std::string> Metrics::Trouble() const {
+  std::lock_guard lock(impl_->mutex);
+  if (impl_->sweeper_consecutive_failures < kSweeperFailuresForTrouble) return std::nullopt;
+  std::string reason = "sweeper failing: " +
+                       std::to_string(impl_->sweeper_consecutive_failures) +
+                       " consecutive passes failed, last: " + impl_->sweeper_last_error;
+  // One line, whatever the error text held.
+  std::replace(reason.begin(), reason.end(), '\n', ' ');
+  std::replace(reason.begin(), reason.end(), '\r', ' ');
+  return reason;
+}
+
 MetricsSnapshot Metrics::Snapshot() const {
   std::lock_guard lock(impl_->mutex);
   MetricsSnapshot snapshot;
@@ -104,6 +131,9 @@ MetricsSnapshot Metrics::Snapshot() const {
     if (inserted) it->second.latency_buckets.assign(kLatencyBounds.size(), 0);
   }
   snapshot.taken_back_leases = impl_->taken_back;
+  snapshot.sweeper_errors = impl_->sweeper_errors;
+  snapshot.sweeper_consecutive_failures = impl_->sweeper_consecutive_failures;
+  snapshot.sweeper_last_error = impl_->sweeper_last_error;
   return snapshot;
 }
 

@@ -234,6 +234,9 @@ void RenderCounters(Exposition& out, const MetricsSnapshot& snapshot) {
   out.CounterFamily("outbox_taken_back_total",
                     "In-flight messages taken back from agents of this host that no longer run.");
   out.CounterSample("outbox_taken_back_total", {}, snapshot.taken_back_leases);
+  out.CounterFamily("outbox_sweeper_errors_total",
+                    "Sweeper passes that failed (database or disk errors); see /healthz.");
+  out.CounterSample("outbox_sweeper_errors_total", {}, snapshot.sweeper_errors);
 }
 
 void RenderLatency(Exposition& out, const MetricsSnapshot& snapshot) {

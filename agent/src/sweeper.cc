@@ -39,14 +39,19 @@ void Sweeper::Loop(std::stop_token stop) {
                     std::chrono::milliseconds(rt_.options.sweep_interval_ms);
       }
       if (!ProbationStep()) PumpPass();
+      rt_.metrics->SweeperSucceeded();
     } catch (const std::exception& e) {
+      rt_.metrics->SweeperFailed(e.what());
       // Rate-limited: a locked or full disk would otherwise flood the log.
       const auto now = std::chrono::steady_clock::now();
       if (now - last_error_log > std::chrono::seconds(10)) {
         rt_.log->error("sweeper: {}", e.what());
         last_error_log = now;
       }
-      next_full = std::min(next_full, now + std::chrono::seconds(1));
+      next_full = std::min(
+          next_full, now + std::min<std::chrono::milliseconds>(
+                               std::chrono::seconds(1),
+                               std::chrono::milliseconds(rt_.options.sweep_interval_ms)));
     }
     rt_.wakeup.WaitUntil(stop, next_full);
   }

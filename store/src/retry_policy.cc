@@ -69,7 +69,12 @@ bool AttemptsExhausted(const RetryPolicy& policy, int failures) {
 bool AgeExhausted(const RetryPolicy& policy, std::int64_t created_at_ms, std::int64_t now_ms) {
   // Compared without subtracting created_at: a row may carry any value
   // there, and now - INT64_MIN overflows.
-  return policy.max_age_ms > 0 && created_at_ms < now_ms - policy.max_age_ms;
+  if (policy.max_age_ms <= 0) return false;
+  // Before the floor a time is no date (docs/design.md, "Clocks"): the age
+  // is unknown, and a clock that jumps from 1970 to today must not make
+  // every row older than its budget at once.
+  if (created_at_ms < kSaneWallFloorMs || now_ms < kSaneWallFloorMs) return false;
+  return created_at_ms < now_ms - policy.max_age_ms;
 }
 
 bool IsDue(std::int64_t next_attempt_at_ms, std::int64_t now_ms, std::int64_t max_interval_ms) {

@@ -157,6 +157,16 @@ DROP INDEX outbox_retention;
 CREATE INDEX outbox_retention ON outbox(status, updated_at) WHERE status = 1;
 )sql";
 
+// Migration 3: leases on the host's boot clock (outbox/store.h, BootTime).
+// lease_expires_at stays (wall time, for people and for leases written by
+// older versions); a claim also writes the boot it ran in and the boot-clock
+// ms at which its lease ends. Two ADD COLUMNs, which rewrite no row, inside
+// the migration's one transaction: a kill leaves the file at version 2.
+inline constexpr char kMigration3[] = R"sql(
+ALTER TABLE outbox ADD COLUMN lease_boot_id TEXT;
+ALTER TABLE outbox ADD COLUMN lease_boot_until INTEGER;
+)sql";
+
 // --- enqueue -------------------------------------------------------------------
 
 inline constexpr char kInsert[] =
@@ -184,9 +194,9 @@ inline constexpr char kSetLimits[] =
   "UPDATE outbox SET status = 3, lease_owner = ?2,"                            \
   " lease_token = CASE WHEN typeof(lease_token) = 'integer'"                   \
   "   AND lease_token BETWEEN 0 AND 9223372036854775806 THEN lease_token + 1 ELSE 1 END," \
-  " lease_expires_at = ?3, updated_at = ?4"
+  " lease_expires_at = ?3, updated_at = ?4, lease_boot_id = ?6, lease_boot_until = ?7"
 
-// ?1 id, ?2 owner, ?3 lease_expires_at, ?4 now
+// ?1 id, ?2 owner, ?3 lease_expires_at, ?4 now, ?6 boot id or NULL, ?7 boot-clock end
 inline constexpr char kClaimById[] =
     OUTBOX_CLAIM_SET " WHERE id = ?1 AND status = 0 AND quarantined <> 1"
     " RETURNING lease_token, topic";
@@ -204,7 +214,7 @@ inline constexpr char kMakeDueIfFarAhead[] =
 // kClaimQuarantined, which sends them one at a time. "<> 1" rather than
 // "= 0": a value another application wrote (2, 'yes') must not leave a row
 // that no claim ever matches.
-// ?1 topic, ?2 owner, ?3 lease_expires_at, ?4 now, ?5 limit
+// ?1 topic, ?2 owner, ?3 lease_expires_at, ?4 now, ?5 limit, ?6 ?7 as kClaimById
 inline constexpr char kClaimDue[] =
     OUTBOX_CLAIM_SET
     " WHERE id IN (SELECT id FROM outbox"
@@ -253,15 +263,24 @@ inline constexpr char kRevert[] =
     " lease_expires_at = NULL, updated_at = ?3"
     " WHERE id = ?1 AND status = 3 AND lease_token = ?2";
 
-// A lease further ahead than twice the longest lease (?3 = now + 2 × max
-// lease; the slack covers claims racing with this statement) was stamped
-// before the wall clock jumped back: treat it as expired.
-// ?1 now, ?2 limit, ?3 now + max lease
+// A lease with a boot id is judged on the boot clock only: over if taken in
+// another boot (?4 is this boot's id), or if the boot clock passed its end
+// (?5) or its end lies beyond any lease a claim writes (?6 = boot now + 2 ×
+// max lease: a value some other writer left). A lease without one (older
+// versions, or this host's boot id unknown) on wall time: over, or further ahead than twice
+// the longest lease (?3 = now + 2 × max lease; the slack covers claims
+// racing with this statement), stamped before the wall clock jumped back.
+// ?1 now, ?2 limit, ?3 now + 2 × max lease, ?4 boot id or NULL, ?5 boot now,
+// ?6 boot now + 2 × max lease
 inline constexpr char kRecycleExpired[] =
     "UPDATE outbox SET status = 0, next_attempt_at = ?1, lease_owner = NULL,"
     " lease_expires_at = NULL, updated_at = ?1"
-    " WHERE id IN (SELECT id FROM outbox WHERE status = 3"
-    "   AND (lease_expires_at IS NULL OR lease_expires_at <= ?1 OR lease_expires_at > ?3)"
+    " WHERE id IN (SELECT id FROM outbox WHERE status = 3 AND"
+    "   CASE WHEN ?4 IS NULL OR typeof(lease_boot_id) <> 'text'"
+    "     OR typeof(lease_boot_until) <> 'integer'"
+    "     THEN lease_expires_at IS NULL OR lease_expires_at <= ?1 OR lease_expires_at > ?3"
+    "   WHEN lease_boot_id <> ?4 THEN 1"
+    "   ELSE lease_boot_until <= ?5 OR lease_boot_until > ?6 END"
     " LIMIT ?2) RETURNING topic";
 
 // ?1 owner, ?2 now

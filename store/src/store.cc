@@ -137,6 +137,21 @@ struct Store::Impl {
     return *slot;
   }
 
+  BootTime Boot() const { return options.boot_clock ? options.boot_clock() : SystemBootTime(); }
+
+  // ?6 and ?7 of a claim: the lease on the boot clock, as long as the wall
+  // lease it was given. NULLs (wall time only) when the boot id is unknown.
+  void BindBootLease(SQLite::Statement& q, std::int64_t lease_ms) const {
+    const BootTime boot = Boot();
+    if (boot.boot_id.empty()) {
+      q.bind(6);
+      q.bind(7);
+      return;
+    }
+    q.bind(6, boot.boot_id);
+    q.bind(7, boot.ms + std::max<std::int64_t>(lease_ms, 0));
+  }
+
   bool InTransaction() const { return sqlite3_get_autocommit(db->getHandle()) == 0; }
 
   // Set by a claim inside a write transaction; its commit makes the log durable.
@@ -326,6 +341,7 @@ std::optional<Claimed> Store::ClaimById(std::int64_t id, std::string_view owner,
     q->bind(2, std::string(owner));
     q->bind(3, lease_expires_at);
     q->bind(4, now);
+    impl_->BindBootLease(*q, lease_expires_at - now);
     if (!q->executeStep()) return std::nullopt;
     Claimed claimed{{id, q->getColumn(0).getInt64()}, q->getColumn(1).getString()};
     while (q->executeStep()) {
@@ -348,6 +364,7 @@ std::vector<Claimed> Store::ClaimDue(std::string_view topic, std::string_view ow
     q->bind(3, lease_expires_at);
     q->bind(4, now);
     q->bind(5, limit);
+    impl_->BindBootLease(*q, lease_expires_at - now);
     std::vector<Claimed> claimed;
     while (q->executeStep()) {
       claimed.push_back({{q->getColumn(0).getInt64(), q->getColumn(1).getInt64()}, topic_text});
@@ -414,7 +431,16 @@ std::vector<std::string> Store::RecycleExpired(std::int64_t now, std::int64_t ma
     StatementUse q(impl_->Prepare(sql::kRecycleExpired));
     q->bind(1, now);
     q->bind(2, limit);
-    q->bind(3, now + 2 * std::max<std::int64_t>(max_lease_ms, 0));
+    const std::int64_t slack = 2 * std::max<std::int64_t>(max_lease_ms, 0);
+    q->bind(3, now + slack);
+    const BootTime boot = impl_->Boot();
+    if (boot.boot_id.empty()) {
+      q->bind(4);  // NULL: every lease on wall time
+    } else {
+      q->bind(4, boot.boot_id);
+    }
+    q->bind(5, boot.ms);
+    q->bind(6, boot.ms + slack);
     std::vector<std::string> topics;
     while (q->executeStep()) topics.push_back(q->getColumn(0).getString());
     return topics;

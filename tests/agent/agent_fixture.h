@@ -21,22 +21,32 @@
 
 namespace outbox::agent::testing {
 
-// Real wall time plus an offset the test advances; monotonic time likewise.
+// Real wall, boot and monotonic time plus an offset the test advances; the
+// wall clock alone can also jump (as when NTP or a person sets it).
 class FakeClock final : public Clock {
  public:
   std::int64_t WallMs() override {
     return std::chrono::duration_cast<std::chrono::milliseconds>(
                std::chrono::system_clock::now().time_since_epoch())
                .count() +
-           offset_ms_.load();
+           offset_ms_.load() + wall_jump_ms_.load();
   }
   std::chrono::steady_clock::time_point Monotonic() override {
     return std::chrono::steady_clock::now() + std::chrono::milliseconds(offset_ms_.load());
   }
+  store::BootTime Boot() override {
+    store::BootTime boot = store::SystemBootTime();
+    boot.ms += offset_ms_.load();
+    return boot;
+  }
+  // Time passes: every clock moves.
   void Advance(std::chrono::milliseconds by) { offset_ms_ += by.count(); }
+  // Only the wall clock is set; boot and monotonic time go on unchanged.
+  void JumpWall(std::chrono::milliseconds by) { wall_jump_ms_ += by.count(); }
 
  private:
   std::atomic<std::int64_t> offset_ms_{0};
+  std::atomic<std::int64_t> wall_jump_ms_{0};
 };
 
 // Polls `condition` until it holds or `limit` passes. The pause between polls

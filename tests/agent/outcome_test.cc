@@ -9,7 +9,8 @@
 namespace outbox::agent {
 namespace {
 
-constexpr std::int64_t kNow = 1'000'000;
+// A real date: wall times before store::kSaneWallFloorMs are no dates.
+constexpr std::int64_t kNow = 1'760'000'000'000;
 
 struct Case {
   const char* name;

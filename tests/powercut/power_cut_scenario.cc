@@ -138,6 +138,8 @@ void SetUp(const PointPlan& plan, const std::string& path, std::mt19937_64& rand
     store.connection().exec(
         "DROP INDEX outbox_retention;"
         "CREATE INDEX outbox_retention ON outbox(status, updated_at);"
+        "ALTER TABLE outbox DROP COLUMN lease_boot_id;"
+        "ALTER TABLE outbox DROP COLUMN lease_boot_until;"
         "UPDATE outbox_meta SET value = 1 WHERE key = 'schema_version';");
   }
 }

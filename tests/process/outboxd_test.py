@@ -558,6 +558,21 @@ class MetricsTest(OutboxdTestCase):
         self.assertTrue(headers["Content-Type"].startswith("text/plain; version=0.0.4"))
         self.assertEqual(daemon.get("/nothing")[0], 404)
 
+    def test_healthz_is_503_with_a_reason_while_the_sweeper_keeps_failing(self):
+        # A real fault: the outbox table renamed away under the running daemon.
+        daemon = self.start(self.config({"*": {"url": self.receiver().url}},
+                                        sweep_interval_ms=10))
+        self.sql("ALTER TABLE outbox RENAME TO outbox_hidden")
+        status, body, _ = wait_until(
+            lambda: (lambda r: r if r[0] == 503 else None)(daemon.get("/healthz")),
+            what="/healthz 503")
+        self.assertRegex(body, r"^sweeper failing: \d+ consecutive passes failed, last: .*"
+                               r"no such table: outbox\n$")
+        self.sql("ALTER TABLE outbox_hidden RENAME TO outbox")
+        wait_until(lambda: daemon.get("/healthz")[0] == 200, what="/healthz 200 again")
+        errors = daemon.metrics()[("outbox_sweeper_errors_total", ())]
+        self.assertGreaterEqual(errors, 3)
+
 
 class LimitsTest(OutboxdTestCase):
     def test_plain_sql_insert_over_a_limit_fails(self):

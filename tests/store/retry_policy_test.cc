@@ -70,8 +70,24 @@ TEST(RetryPolicy, AgeBudgetIsOffByDefault) {
   RetryPolicy policy;
   EXPECT_FALSE(AgeExhausted(policy, 0, 1'000'000'000'000));
   policy.max_age_ms = 60'000;
-  EXPECT_FALSE(AgeExhausted(policy, 1000, 61'000));
-  EXPECT_TRUE(AgeExhausted(policy, 1000, 61'001));
+  constexpr std::int64_t kT = 1'760'000'000'000;  // 2025-10-09
+  EXPECT_FALSE(AgeExhausted(policy, kT, kT + 60'000));
+  EXPECT_TRUE(AgeExhausted(policy, kT, kT + 60'001));
+}
+
+// A device without a battery-backed clock boots near 1970; NTP then sets the
+// clock to today. Rows created before that must not all be too old at once.
+TEST(RetryPolicy, AgeIsUnknownForTimesBeforeTheClockWasSet) {
+  RetryPolicy policy;
+  policy.max_age_ms = 3'600'000;
+  constexpr std::int64_t kToday = 1'780'000'000'000;
+  constexpr std::int64_t kBootedIn1970 = 120'000;  // two minutes after the epoch
+  EXPECT_FALSE(AgeExhausted(policy, kBootedIn1970, kToday));          // created before the jump
+  EXPECT_FALSE(AgeExhausted(policy, kBootedIn1970, kBootedIn1970 + 7'200'000));  // still 1970
+  EXPECT_FALSE(AgeExhausted(policy, kSaneWallFloorMs - 1, kToday));
+  // From the floor on, a time is a date again and the budget applies.
+  EXPECT_TRUE(AgeExhausted(policy, kSaneWallFloorMs, kToday));
+  EXPECT_TRUE(AgeExhausted(policy, kToday - 3'600'001, kToday));
 }
 
 TEST(RetryPolicy, RowValuesOverrideTopicDefaults) {

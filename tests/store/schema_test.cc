@@ -162,6 +162,8 @@ TEST(OutboxSchema, VersionOneFileIsMigratedOnOpenAndKeepsItsRows) {
     store.connection().exec(
         "DROP INDEX outbox_retention;"
         "CREATE INDEX outbox_retention ON outbox(status, updated_at);"
+        "ALTER TABLE outbox DROP COLUMN lease_boot_id;"
+        "ALTER TABLE outbox DROP COLUMN lease_boot_until;"
         "UPDATE outbox_meta SET value = 1 WHERE key = 'schema_version';"
         "INSERT INTO outbox(topic, msg_key, payload, status, updated_at)"
         " VALUES('t', 'delivered', 'p', 1, 5), ('t', 'pending', 'p', 0, 5)");
@@ -179,6 +181,72 @@ TEST(OutboxSchema, VersionOneFileIsMigratedOnOpenAndKeepsItsRows) {
   EXPECT_NE(index.getColumn(0).getString().find("WHERE status = 1"), std::string::npos);
   EXPECT_EQ(store.PurgeDelivered(WallMs(), 10), 1);
   EXPECT_EQ(store.List({}).size(), 1u);
+}
+
+// The file as schema version 2 left it: no boot-clock lease columns.
+void DowngradeToVersion2(Store& store) {
+  store.connection().exec(
+      "ALTER TABLE outbox DROP COLUMN lease_boot_id;"
+      "ALTER TABLE outbox DROP COLUMN lease_boot_until;"
+      "UPDATE outbox_meta SET value = 2 WHERE key = 'schema_version';");
+}
+
+int SchemaVersionOf(const std::string& path) {
+  SQLite::Database db(path, SQLite::OPEN_READONLY);
+  SQLite::Statement version(db, "SELECT value FROM outbox_meta WHERE key = 'schema_version'");
+  EXPECT_TRUE(version.executeStep());
+  return version.getColumn(0).getInt();
+}
+
+TEST(OutboxSchema, VersionTwoFileGetsBootClockLeasesAndKeepsItsLeases) {
+  TempDir dir;
+  const std::string path = dir.File("app.db");
+  const std::int64_t now = WallMs();
+  {
+    Store store(CreateAt(path));
+    DowngradeToVersion2(store);
+  }
+  {
+    // A version-2 agent's lease, on wall time only.
+    SQLite::Database db(path, SQLite::OPEN_READWRITE);
+    db.exec("INSERT INTO outbox(topic, msg_key, payload, status, lease_owner, lease_token,"
+            " lease_expires_at) VALUES('t', 'leased', 'p', 3, 'old-agent', 1, " +
+            std::to_string(now + 60'000) + ")");
+  }
+  Options plain;
+  plain.path = path;
+  Store store(plain);
+  EXPECT_EQ(SchemaVersionOf(path), kSchemaVersion);
+  const std::vector<Row> rows = store.List({});
+  ASSERT_EQ(rows.size(), 1u);
+  EXPECT_EQ(rows[0].status, Status::kInFlight);
+  // Its lease still runs on wall time, and ends on wall time.
+  EXPECT_TRUE(store.RecycleExpired(now + 59'000, 60'000, 10).empty());
+  EXPECT_EQ(store.RecycleExpired(now + 60'000, 60'000, 10).size(), 1u);
+}
+
+// The migration is one transaction with the version bump: a process killed
+// in the middle of it leaves the file as it was. Here its second statement
+// fails, which ends the transaction the same way a kill does (rolled back).
+TEST(OutboxSchema, AMigrationStoppedHalfwayLeavesTheFileAtItsVersion) {
+  TempDir dir;
+  const std::string path = dir.File("app.db");
+  {
+    Store store(CreateAt(path));
+    DowngradeToVersion2(store);
+    // Makes migration 3's second ADD COLUMN fail after its first succeeded.
+    store.connection().exec("ALTER TABLE outbox ADD COLUMN lease_boot_until INTEGER");
+  }
+  Options plain;
+  plain.path = path;
+  EXPECT_THROW(Store store(plain), StoreError);
+  EXPECT_EQ(SchemaVersionOf(path), 2);
+  SQLite::Database db(path, SQLite::OPEN_READONLY);
+  SQLite::Statement column(db,
+                           "SELECT count(*) FROM pragma_table_info('outbox')"
+                           " WHERE name = 'lease_boot_id'");
+  ASSERT_TRUE(column.executeStep());
+  EXPECT_EQ(column.getColumn(0).getInt(), 0);  // the first ADD COLUMN was undone
 }
 
 TEST(OutboxSchema, ApplicationUserVersionSurvivesInit) {

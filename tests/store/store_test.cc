@@ -25,7 +25,13 @@ Options Memory() {
 
 class StoreTest : public ::testing::Test {
  protected:
-  StoreTest() : store_(Memory()) {}
+  StoreTest() : store_(WithBootClock(Memory())) {}
+
+  // The store reads this test's boot clock, which only the test moves.
+  Options WithBootClock(Options options) {
+    options.boot_clock = [this] { return BootTime{boot_id_, boot_ms_}; };
+    return options;
+  }
 
   // Inserts with plain SQL, as another application would, due at `due`.
   std::int64_t Insert(const std::string& topic, const std::string& key, std::int64_t due = kNow,
@@ -56,6 +62,8 @@ class StoreTest : public ::testing::Test {
     return ids;
   }
 
+  std::string boot_id_ = "boot-1";
+  std::int64_t boot_ms_ = 5'000'000;  // ms since this boot
   Store store_;
 };
 
@@ -131,6 +139,7 @@ TEST_F(StoreTest, CompleteNeedsTheCurrentLease) {
 TEST_F(StoreTest, StaleWorkerChangesNothingAfterRecycleAndReclaim) {
   const auto id = Insert("t", "a");
   const Lease stale = Claim(id, "slow-agent");
+  boot_ms_ += kLease + 1;
   EXPECT_EQ(store_.RecycleExpired(kNow + kLease + 1, kLease, 100).size(), 1u);
   auto fresh = store_.ClaimById(id, "other-agent", kNow + 3 * kLease, kNow + kLease + 2);
   ASSERT_TRUE(fresh);
@@ -188,23 +197,75 @@ TEST_F(StoreTest, RevertReturnsTheRowWithoutCountingAnAttempt) {
   EXPECT_EQ(row.next_attempt_at, kNow + 7);
 }
 
-TEST_F(StoreTest, RecycleOnlyAfterTheLeaseExpires) {
+TEST_F(StoreTest, RecycleOnlyAfterTheLeaseExpiresOnTheBootClock) {
   const auto id = Insert("t", "a");
   Claim(id);
+  boot_ms_ += kLease - 1;
   EXPECT_EQ(store_.RecycleExpired(kNow + kLease - 1, kLease, 100).size(), 0u);
   EXPECT_EQ(Get(id).status, Status::kInFlight);
+  boot_ms_ += 1;
   EXPECT_EQ(store_.RecycleExpired(kNow + kLease, kLease, 100).size(), 1u);
   const Row row = Get(id);
   EXPECT_EQ(row.status, Status::kPending);
   EXPECT_EQ(row.attempts, 0);
 }
 
-TEST_F(StoreTest, RecycleTreatsLeasesFromBeforeABackwardsJumpAsExpired) {
+TEST_F(StoreTest, WallClockJumpsChangeNoBootClockLease) {
+  constexpr std::int64_t kYear = 365LL * 86'400'000;
   const auto id = Insert("t", "a");
   Claim(id);
+  boot_ms_ += kLease / 2;
+  // A year forward, a year back, far into the past: the lease runs on.
+  for (const std::int64_t wall : {kNow + kYear, kNow - kYear, std::int64_t{0}}) {
+    EXPECT_EQ(store_.RecycleExpired(wall, kLease, 100).size(), 0u) << wall;
+    EXPECT_EQ(Get(id).status, Status::kInFlight) << wall;
+  }
+  boot_ms_ += kLease / 2;  // ... until the boot clock reaches its end
+  EXPECT_EQ(store_.RecycleExpired(kNow - kYear, kLease, 100).size(), 1u);
+}
+
+TEST_F(StoreTest, ALeaseTakenInAnotherBootIsOver) {
+  const auto id = Insert("t", "a");
+  Claim(id);
+  boot_id_ = "boot-2";  // rebooted; the new boot clock starts near 0
+  boot_ms_ = 1000;
+  EXPECT_EQ(store_.RecycleExpired(kNow, kLease, 100).size(), 1u);
+  EXPECT_EQ(Get(id).status, Status::kPending);
+}
+
+TEST_F(StoreTest, BootLeaseBeyondAnyClaimIsOver) {
+  const auto id = Insert("t", "a");
+  Claim(id);
+  // Another writer left an end no claim of ours could have written.
+  store_.connection().exec("UPDATE outbox SET lease_boot_until = 9000000000000");
+  EXPECT_EQ(store_.RecycleExpired(kNow, kLease, 100).size(), 1u);
+}
+
+TEST_F(StoreTest, LeaseWithoutBootTimeFromBeforeABackwardsJumpIsExpired) {
+  boot_id_ = "";  // no boot id on this host: leases on wall time
+  const auto id = Insert("t", "a");
+  Claim(id);
+  EXPECT_EQ(store_.RecycleExpired(kNow + kLease - 1, kLease, 100).size(), 0u);
   // The clock went back a day: the lease now seems to run for a day more.
   EXPECT_EQ(store_.RecycleExpired(kNow - kCap, kLease, 100).size(), 1u);
   EXPECT_EQ(Get(id).status, Status::kPending);
+}
+
+TEST_F(StoreTest, LeaseWrittenByAnOlderVersionExpiresOnWallTime) {
+  const auto id = Insert("t", "a");
+  Claim(id);
+  store_.connection().exec("UPDATE outbox SET lease_boot_id = NULL, lease_boot_until = NULL");
+  EXPECT_EQ(store_.RecycleExpired(kNow + kLease - 1, kLease, 100).size(), 0u);
+  EXPECT_EQ(store_.RecycleExpired(kNow + kLease, kLease, 100).size(), 1u);
+}
+
+TEST(StoreBootClock, SystemBootTimeKnowsThisBootAndMovesForward) {
+  const BootTime first = SystemBootTime();
+  const BootTime second = SystemBootTime();
+  EXPECT_EQ(first.boot_id, second.boot_id);
+  EXPECT_EQ(first.boot_id.size(), 36u) << first.boot_id;  // a UUID, where /proc has one
+  EXPECT_GT(first.ms, 0);
+  EXPECT_GE(second.ms, first.ms);
 }
 
 TEST_F(StoreTest, TakeBackCountsACrashOnlyForARowAloneInFlight) {

@@ -39,14 +39,17 @@ namespace outbox::agent {
 // ---------------------------------------------------------------------------
 // Seams: time and delivery.
 
-// Wall time feeds the database (next_attempt_at, leases); monotonic time
-// drives breakers and waits inside the process. Implementations must be
-// thread-safe.
+// Wall time feeds the database (next_attempt_at, created_at, retention);
+// leases are measured on the host's boot clock (Boot), which wall-clock
+// jumps do not move; monotonic time drives breakers and waits inside the
+// process. Implementations must be thread-safe.
 class Clock {
  public:
   virtual ~Clock() = default;
   virtual std::int64_t WallMs() = 0;
   virtual std::chrono::steady_clock::time_point Monotonic() = 0;
+  // The host's boot clock and boot id (store::SystemBootTime by default).
+  virtual store::BootTime Boot() { return store::SystemBootTime(); }
 };
 std::shared_ptr<Clock> SystemClock();
 
@@ -205,7 +208,17 @@ struct MetricsSnapshot {
   std::int64_t taken_back_leases = 0;
   // Topics that have pending rows but no route (no entry, no "*").
   std::int64_t unrouted_pending = 0;
+  // Sweeper passes that failed (threw) since the Metrics were made, the
+  // failures since the last pass that succeeded, and the last error text.
+  std::int64_t sweeper_errors = 0;
+  int sweeper_consecutive_failures = 0;
+  std::string sweeper_last_error;
 };
+
+// Consecutive failed sweeper passes after which an agent is in trouble: one
+// failure is a busy database or a disk briefly full; three in a row (at least
+// a few seconds apart at the default sweep interval) need a person.
+inline constexpr int kSweeperFailuresForTrouble = 3;
 
 class Metrics {
  public:
@@ -221,8 +234,17 @@ class Metrics {
   void Recycled(std::string_view topic, std::int64_t n);
   void PoolRejected(std::string_view topic);
   void TakenBack(std::int64_t n);
+  // A sweeper pass threw `error` / finished without error.
+  void SweeperFailed(std::string_view error);
+  void SweeperSucceeded();
 
+  // Counters only; never touches the database, so it answers even when the
+  // database is what is broken.
   MetricsSnapshot Snapshot() const;
+  // Nullopt while healthy; else one line saying why not (for /healthz):
+  // kSweeperFailuresForTrouble or more consecutive sweeper failures, until a
+  // pass succeeds.
+  std::optional<std::string> Trouble() const;
 
  private:
   struct Impl;

@@ -19,6 +19,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <span>
@@ -40,7 +41,7 @@ class RawTransaction;  // the store's transaction guard (internal)
 }
 
 // Bump with every migration in store/src/schema.cc.
-inline constexpr int kSchemaVersion = 2;
+inline constexpr int kSchemaVersion = 3;
 // Keys longer than this are rejected (they end up in HTTP headers and logs).
 inline constexpr std::size_t kMaxKeyBytes = 255;
 
@@ -143,7 +144,11 @@ std::int64_t RetryDelayMs(const RetryPolicy& policy, int failures,
 // True once `failures` has reached the policy's max_attempts.
 bool AttemptsExhausted(const RetryPolicy& policy, int failures);
 
-// True if the age budget is on and `created_at_ms` is older than it.
+// True if the age budget is on and `created_at_ms` is older than it. An age
+// is unknown, hence never exhausted, when `created_at_ms` or `now_ms` lies
+// before kSaneWallFloorMs (written or read before the clock was set): such
+// a row keeps its attempts budget but is not killed by a clock that jumped
+// from 1970 to today.
 bool AgeExhausted(const RetryPolicy& policy, std::int64_t created_at_ms,
                   std::int64_t now_ms);
 
@@ -250,6 +255,26 @@ void ValidateMessage(const NewMessage& message);
 
 enum class Synchronous { kOff, kNormal, kFull };
 
+// A point on the host's boot clock: CLOCK_BOOTTIME in ms (it counts time
+// suspended and never moves when the wall clock is set) and the boot it
+// belongs to (/proc/sys/kernel/random/boot_id). Leases are measured on it:
+// a wall-clock jump, forward or back, changes no lease, and a lease taken in
+// another boot is over. Every agent sharing a file runs on one host (local
+// filesystems only), so they share this clock.
+struct BootTime {
+  std::string boot_id;  // "" when unknown; leases then fall back to wall time
+  std::int64_t ms = 0;
+};
+// This host's boot clock now. Thread-safe; does not throw (boot_id "" when
+// /proc cannot be read).
+BootTime SystemBootTime();
+
+// Wall-clock times before this (2025-01-01T00:00:00Z, before this code
+// existed) are not real dates: a device without a battery-backed clock
+// boots near 1970 and jumps forward when NTP syncs. An age computed from or
+// at such a time is unknown (see AgeExhausted).
+inline constexpr std::int64_t kSaneWallFloorMs = 1'735'689'600'000;
+
 struct Options {
   std::string path;  // database file; never created unless `create`
   // Create the file if missing and install or migrate the outbox schema
@@ -271,6 +296,10 @@ struct Options {
   bool durable_claims = true;
   // Page cache of this connection, KiB.
   int cache_kib = 2048;
+  // Where claims and RecycleExpired read the boot clock. Null = the
+  // system's (SystemBootTime); tests inject one. Must be thread-safe if
+  // shared between stores.
+  std::function<BootTime()> boot_clock;
 };
 
 // Limits stored in the database, enforced by triggers on every INSERT into
@@ -436,9 +465,14 @@ class Store {
   // in flight → pending at once, no attempt counted (pool full, clean stop).
   bool Revert(const Lease& lease, std::int64_t now);
 
-  // In-flight rows whose lease expired → pending, due now; also leases
-  // further ahead than 2 × `max_lease_ms` (the clock jumped back). Up to
-  // `limit`.
+  // In-flight rows whose lease expired → pending, due now. Up to `limit`.
+  // A claim records its lease on the boot clock too (Options::boot_clock;
+  // the lease lasts lease_expires_at - now there): such a lease is over when
+  // it was taken in another boot, or when the boot clock passed it (or it
+  // lies more than 2 × `max_lease_ms` ahead, which no claim wrote). The wall
+  // clock plays no part then. Leases without boot time (written by older
+  // versions, or where the boot id is unknown) use wall time `now`: expired,
+  // or further ahead than 2 × `max_lease_ms` (the clock jumped back).
   // Returns the topic of each recycled row.
   std::vector<std::string> RecycleExpired(std::int64_t now, std::int64_t max_lease_ms,
                                           int limit);
