@@ -226,70 +226,105 @@ int RunPurgeDead(const Context& context, const outbox::store::DeadSelector& sele
   return PurgeInBatches([&] { return store.PurgeDead(selector, kPurgeBatch); }, "dead");
 }
 
-}  // namespace
-
-int main(int argc, char** argv) {
-  CLI::App app{"Inspect and repair an edge-outbox database", "outboxctl"};
-  app.set_version_flag("--version", "outboxctl 0.1.0");
+// Every flag and option of the command line, filled by CLI11.
+struct CommandLine {
   Context context;
-  app.add_option("--db", context.db_path, "the application's SQLite file")->required();
-  app.require_subcommand(1);
-
-  app.add_subcommand("init", "create or migrate the outbox schema (idempotent)");
-
-  auto* stats = app.add_subcommand("stats", "counts per topic and status");
-  stats->add_flag("--json", context.json, "machine-readable output");
-
   std::string status_name;
   std::string topic;
   int limit = 100;
-  auto* list = app.add_subcommand("list", "list rows");
-  list->add_option("--status", status_name, "pending, in_flight, delivered or dead");
-  list->add_option("--topic", topic, "only this topic");
-  list->add_option("--limit", limit, "at most this many rows")->check(CLI::PositiveNumber);
-  list->add_flag("--json", context.json, "machine-readable output");
-
   std::int64_t show_id = 0;
-  auto* show = app.add_subcommand("show", "show one row with its headers and last error");
-  show->add_option("ID", show_id, "row id")->required();
-  show->add_flag("--json", context.json, "machine-readable output");
-
   std::optional<std::int64_t> select_id;
   std::string select_topic;
   bool select_all_dead = false;
+  std::int64_t older_than_ms = 0;
+  bool purge_dead = false;
+  bool purge_all = false;
+  outbox::store::NewMessage message;
+  std::string payload_source;
+  bool if_absent = false;
+};
+
+void DeclareQueries(CLI::App& app, CommandLine& cl) {
+  app.add_subcommand("init", "create or migrate the outbox schema (idempotent)");
+
+  auto* stats = app.add_subcommand("stats", "counts per topic and status");
+  stats->add_flag("--json", cl.context.json, "machine-readable output");
+
+  auto* list = app.add_subcommand("list", "list rows");
+  list->add_option("--status", cl.status_name, "pending, in_flight, delivered or dead");
+  list->add_option("--topic", cl.topic, "only this topic");
+  list->add_option("--limit", cl.limit, "at most this many rows")->check(CLI::PositiveNumber);
+  list->add_flag("--json", cl.context.json, "machine-readable output");
+
+  auto* show = app.add_subcommand("show", "show one row with its headers and last error");
+  show->add_option("ID", cl.show_id, "row id")->required();
+  show->add_flag("--json", cl.context.json, "machine-readable output");
+}
+
+void DeclareRepairs(CLI::App& app, CommandLine& cl) {
   auto* retry = app.add_subcommand("retry", "reset dead rows to pending with a fresh budget");
-  auto* retry_id = retry->add_option("--id", select_id, "one row");
-  auto* retry_topic = retry->add_option("--topic", select_topic, "every dead row of a topic");
-  auto* retry_all = retry->add_flag("--all-dead", select_all_dead, "every dead row");
+  auto* retry_id = retry->add_option("--id", cl.select_id, "one row");
+  auto* retry_topic = retry->add_option("--topic", cl.select_topic, "every dead row of a topic");
+  auto* retry_all = retry->add_flag("--all-dead", cl.select_all_dead, "every dead row");
   retry_id->excludes(retry_topic, retry_all);
   retry_topic->excludes(retry_all);
   retry->require_option(1);
 
-  std::int64_t older_than_ms = 0;
-  bool purge_dead = false;
-  bool purge_all = false;
   auto* purge = app.add_subcommand(
       "purge", "delete delivered rows (default) or, with --dead, selected dead rows");
-  auto* older = purge->add_option("--older-than-ms", older_than_ms,
+  auto* older = purge->add_option("--older-than-ms", cl.older_than_ms,
                                   "delivered more than MS ago (0: every delivered row)");
-  auto* dead_flag = purge->add_flag("--dead", purge_dead, "purge dead rows instead");
-  auto* purge_id = purge->add_option("--id", select_id, "with --dead: one row");
-  auto* purge_topic = purge->add_option("--topic", select_topic, "with --dead: a topic");
-  auto* purge_all_flag = purge->add_flag("--all", purge_all, "with --dead: every dead row");
+  auto* dead_flag = purge->add_flag("--dead", cl.purge_dead, "purge dead rows instead");
+  auto* purge_id = purge->add_option("--id", cl.select_id, "with --dead: one row");
+  auto* purge_topic = purge->add_option("--topic", cl.select_topic, "with --dead: a topic");
+  auto* purge_all_flag = purge->add_flag("--all", cl.purge_all, "with --dead: every dead row");
   older->excludes(dead_flag);
   purge_id->needs(dead_flag)->excludes(purge_topic, purge_all_flag);
   purge_topic->needs(dead_flag)->excludes(purge_all_flag);
   purge_all_flag->needs(dead_flag);
 
-  outbox::store::NewMessage message;
-  std::string payload_source;
-  bool if_absent = false;
   auto* enqueue = app.add_subcommand("enqueue", "add one message (its own transaction)");
-  enqueue->add_option("--topic", message.topic, "topic")->required();
-  enqueue->add_option("--key", message.key, "msg_key, unique per topic")->required();
-  enqueue->add_option("--payload-file", payload_source, "file with the body, or - for stdin");
-  enqueue->add_option("--headers", message.headers_json, "JSON object of extra HTTP headers");
-  enqueue->add_flag("--if-absent", if_absent, "succeed with the existing id on a duplicate key");
+  enqueue->add_option("--topic", cl.message.topic, "topic")->required();
+  enqueue->add_option("--key", cl.message.key, "msg_key, unique per topic")->required();
+  enqueue->add_option("--payload-file", cl.payload_source, "file with the body, or - for stdin");
+  enqueue->add_option("--headers", cl.message.headers_json, "JSON object of extra HTTP headers");
+  enqueue->add_flag("--if-absent", cl.if_absent,
+                    "succeed with the existing id on a duplicate key");
+}
+
+// Runs the one subcommand given; throws on bad input or a broken database.
+int Dispatch(const CLI::App& app, const CommandLine& cl) {
+  const Context& context = cl.context;
+  if (app.got_subcommand("init")) return RunInit(context);
+  if (app.got_subcommand("stats")) return RunStats(context);
+  if (app.got_subcommand("list")) return RunList(context, cl.status_name, cl.topic, cl.limit);
+  if (app.got_subcommand("show")) return RunShow(context, cl.show_id);
+  if (app.got_subcommand("retry")) {
+    return RunRetry(context, Selector(cl.select_id, cl.select_topic, cl.select_all_dead));
+  }
+  if (app.got_subcommand("purge")) {
+    if (!cl.purge_dead) return RunPurgeDelivered(context, cl.older_than_ms);
+    if (!cl.select_id && cl.select_topic.empty() && !cl.purge_all) {
+      throw std::invalid_argument("purge --dead: choose one of --id, --topic or --all");
+    }
+    return RunPurgeDead(context, Selector(cl.select_id, cl.select_topic, cl.purge_all));
+  }
+  if (app.got_subcommand("enqueue")) {
+    return RunEnqueue(context, cl.message, cl.payload_source, cl.if_absent);
+  }
+  return kExitUsage;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"Inspect and repair an edge-outbox database", "outboxctl"};
+  app.set_version_flag("--version", "outboxctl 0.1.0");
+  CommandLine cl;
+  app.add_option("--db", cl.context.db_path, "the application's SQLite file")->required();
+  app.require_subcommand(1);
+  DeclareQueries(app, cl);
+  DeclareRepairs(app, cl);
 
   try {
     app.parse(argc, argv);
@@ -303,25 +338,7 @@ int main(int argc, char** argv) {
   }
 
   try {
-    if (app.got_subcommand("init")) return RunInit(context);
-    if (app.got_subcommand("stats")) return RunStats(context);
-    if (app.got_subcommand("list")) return RunList(context, status_name, topic, limit);
-    if (app.got_subcommand("show")) return RunShow(context, show_id);
-    if (app.got_subcommand("retry")) {
-      return RunRetry(context, Selector(select_id, select_topic, select_all_dead));
-    }
-    if (app.got_subcommand("purge")) {
-      if (purge_dead) {
-        if (!select_id && select_topic.empty() && !purge_all) {
-          throw std::invalid_argument("purge --dead: choose one of --id, --topic or --all");
-        }
-        return RunPurgeDead(context, Selector(select_id, select_topic, purge_all));
-      }
-      return RunPurgeDelivered(context, older_than_ms);
-    }
-    if (app.got_subcommand("enqueue")) {
-      return RunEnqueue(context, message, payload_source, if_absent);
-    }
+    return Dispatch(app, cl);
   } catch (const std::invalid_argument& e) {
     std::cerr << "outboxctl: " << e.what() << '\n';
     return kExitUsage;
@@ -329,5 +346,4 @@ int main(int argc, char** argv) {
     std::cerr << "outboxctl: " << e.what() << '\n';
     return kExitFailure;
   }
-  return kExitUsage;
 }
