@@ -21,6 +21,7 @@
 #include <utility>
 #include <vector>
 
+#include "option_limits.h"
 #include "outbox/agent.h"
 #include "util/listen_address.h"
 
@@ -94,6 +95,7 @@ struct IntRange {
 constexpr IntRange kPositive{1, kNoMax};
 constexpr IntRange kNonNegative{0, kNoMax};
 constexpr IntRange kPositiveInt{1, INT_MAX};
+constexpr IntRange Limit(limits::Range range) { return {range.min, range.max}; }
 
 std::string Expectation(const IntRange& range) {
   // A small upper bound is part of what the user must know; INT_MAX and
@@ -285,7 +287,7 @@ void ReadRetry(Section& retry, store::RetryPolicy& policy) {
 }
 
 void ReadBreaker(Section& section, BreakerOptions& breaker) {
-  section.ReadInt("failure_threshold", breaker.failure_threshold, IntRange{1, 1'000'000});
+  section.ReadInt("failure_threshold", breaker.failure_threshold, Limit(limits::kFailureThreshold));
   section.Read("open_ms", breaker.open_ms, kPositive);
   section.Read("max_open_ms", breaker.max_open_ms, kPositive);
   section.WarnUnknown();
@@ -398,15 +400,13 @@ void ReadSigningSecrets(Section& topic, std::vector<std::string>& secrets) {
   }
 }
 
-// transport::Validate names EndpointOptions fields; errors must name the
+// transport's validation names EndpointOptions fields; errors must name the
 // config's keys instead.
-[[noreturn]] void FailEndpoint(const std::invalid_argument& error, const std::string& topic_path,
+[[noreturn]] void FailEndpoint(const transport::OptionError& error, const std::string& topic_path,
                                const std::vector<std::string>& header_names,
                                bool secrets_as_array) {
-  std::string text = error.what();
-  const std::size_t colon = text.find(": ");
-  std::string field = text.substr(0, colon);
-  std::string why = colon == std::string::npos ? std::string() : text.substr(colon + 2);
+  std::string field = error.field();
+  std::string why = error.reason();
   std::size_t index = 0;
   const auto indexed = [&](std::string_view prefix) {
     if (!field.starts_with(prefix) || !field.ends_with("]")) return false;
@@ -437,8 +437,8 @@ TopicOptions ReadTopic(Section& topic, const Options& options) {
   TopicOptions result;
   transport::EndpointOptions& endpoint = result.endpoint;
   if (!topic.Read("url", endpoint.url)) Fail(topic.PathOf("url"), "required key is missing");
-  topic.ReadInt("workers", result.workers, IntRange{1, 256});
-  topic.ReadInt("queue_capacity", result.queue_capacity, IntRange{1, 10'000'000});
+  topic.ReadInt("workers", result.workers, Limit(limits::kWorkers));
+  topic.ReadInt("queue_capacity", result.queue_capacity, Limit(limits::kQueueCapacity));
   topic.Read("timeout_ms", endpoint.timeout_ms, kPositive);
   topic.Read("connect_timeout_ms", endpoint.connect_timeout_ms, kPositive);
   topic.Read("content_type", endpoint.content_type);
@@ -471,9 +471,11 @@ TopicOptions ReadTopic(Section& topic, const Options& options) {
   }
   try {
     transport::ValidateSink(endpoint);
-  } catch (const std::invalid_argument& error) {
+  } catch (const transport::OptionError& error) {
     const Value* secrets = topic.Find("signing_secret");
     FailEndpoint(error, topic.path(), header_names, secrets != nullptr && secrets->IsArray());
+  } catch (const std::invalid_argument& error) {
+    Fail(topic.path(), error.what());  // not an option's field: said as it is
   }
   return result;
 }
@@ -545,9 +547,9 @@ Config ParseConfig(std::string_view json) {
   root.Read("sweep_interval_ms", options.sweep_interval_ms, kPositive);
   // Read before the topics: their timeouts are checked against it.
   root.Read("lease_timeout_ms", options.lease_timeout_ms, kPositive);
-  root.ReadInt("claim_batch", options.claim_batch, IntRange{1, 10'000});
-  root.ReadInt("crash_budget", options.crash_budget, IntRange{1, 1000});
-  root.Read("watch_poll_ms", options.watch_poll_ms, IntRange{1, 1000});
+  root.ReadInt("claim_batch", options.claim_batch, Limit(limits::kClaimBatch));
+  root.ReadInt("crash_budget", options.crash_budget, Limit(limits::kCrashBudget));
+  root.Read("watch_poll_ms", options.watch_poll_ms, Limit(limits::kWatchPollMs));
   root.ReadChoice<store::Synchronous>("synchronous",
                                       {{"off", store::Synchronous::kOff},
                                        {"normal", store::Synchronous::kNormal},

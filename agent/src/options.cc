@@ -1,7 +1,20 @@
 // Validation of agent::Options: done once, at construction.
 #include "outbox/agent.h"
 
+#include <string>
+
+#include "option_limits.h"
+
 namespace outbox::agent {
+namespace {
+
+void CheckRange(const std::string& field, std::int64_t value, limits::Range range) {
+  if (!range.Contains(value)) {
+    throw std::invalid_argument(field + ": " + range.Expected() + ", got " + std::to_string(value));
+  }
+}
+
+}  // namespace
 
 void Validate(const Options& options) {
   if (options.db_path.empty()) throw std::invalid_argument("db: a database path is required");
@@ -11,27 +24,23 @@ void Validate(const Options& options) {
   if (options.lease_timeout_ms < 1) {
     throw std::invalid_argument("lease_timeout_ms: expected a positive integer");
   }
-  if (options.claim_batch < 1) throw std::invalid_argument("claim_batch: expected a positive integer");
-  if (options.crash_budget < 1) {
-    throw std::invalid_argument("crash_budget: expected a positive integer");
-  }
+  CheckRange("claim_batch", options.claim_batch, limits::kClaimBatch);
+  CheckRange("crash_budget", options.crash_budget, limits::kCrashBudget);
+  CheckRange("watch_poll_ms", options.watch_poll_ms, limits::kWatchPollMs);
   if (options.retention.delivered_ms < 0) {
     throw std::invalid_argument("retention.delivered_ms: expected 0 (keep) or more");
   }
   for (const auto& [name, topic] : options.topics) {
     const std::string where = "topics.\"" + name + "\".";
-    if (topic.workers < 1) throw std::invalid_argument(where + "workers: expected a positive integer");
-    if (topic.queue_capacity < 1) {
-      throw std::invalid_argument(where + "queue_capacity: expected a positive integer");
-    }
+    CheckRange(where + "workers", topic.workers, limits::kWorkers);
+    CheckRange(where + "queue_capacity", topic.queue_capacity, limits::kQueueCapacity);
     try {
       store::Validate(topic.retry);
     } catch (const std::invalid_argument& e) {
       throw std::invalid_argument(where + e.what());
     }
-    if (topic.breaker.failure_threshold < 1) {
-      throw std::invalid_argument(where + "breaker.failure_threshold: expected a positive integer");
-    }
+    CheckRange(where + "breaker.failure_threshold", topic.breaker.failure_threshold,
+               limits::kFailureThreshold);
     if (topic.breaker.open_ms < 1 || topic.breaker.max_open_ms < topic.breaker.open_ms) {
       throw std::invalid_argument(where + "breaker.open_ms: expected 1 ≤ open_ms ≤ max_open_ms");
     }

@@ -414,6 +414,21 @@ TEST_F(AgentTest, MissingUrlIsRejectedNamingTheTopic) {
   }
 }
 
+// The library refuses what the config file refuses, in the same words: one
+// table of ranges serves both.
+TEST_F(AgentTest, OptionsOutOfTheConfigFilesRangeAreRefusedInItsWords) {
+  Options options = BaseOptions();
+  options.topics["orders"] = HttpTopic();
+  options.topics["orders"].workers = 257;
+  try {
+    Agent agent(options);
+    agent.Start();
+    FAIL() << "expected invalid_argument";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_STREQ(e.what(), "topics.\"orders\".workers: expected an integer from 1 to 256, got 257");
+  }
+}
+
 TEST_F(AgentDeliveryTest, ACommittedRowWithoutARouteIsNotClaimedAtAll) {
   StartCountingServer();
   Options options = BaseOptions();

@@ -101,7 +101,7 @@ namespace internal {
 
 std::string DecodeWebhookSecret(std::string_view secret, std::string_view field) {
   const auto fail = [&](std::string_view why) {
-    throw std::invalid_argument(std::string(field) + ": " + std::string(why));
+    throw OptionError(std::string(field), std::string(why));
   };
   if (!secret.starts_with(kWebhookSecretPrefix)) {
     fail("must have the form whsec_<base64>");

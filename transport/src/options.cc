@@ -16,7 +16,7 @@ namespace {
 constexpr std::size_t kMaxErrorBodyBytes = 64 * 1024;
 
 [[noreturn]] void Fail(std::string_view field, std::string_view why) {
-  throw std::invalid_argument(std::string(field) + ": " + std::string(why));
+  throw OptionError(std::string(field), std::string(why));
 }
 
 struct UrlDeleter {
@@ -88,6 +88,11 @@ void ValidateReadable(const std::string& path, std::string_view field) {
 }
 
 }  // namespace
+
+OptionError::OptionError(std::string field, std::string reason)
+    : std::invalid_argument(field + ": " + reason),
+      field_(std::move(field)),
+      reason_(std::move(reason)) {}
 
 std::string DefaultCloudEventsSource() {
   std::array<char, 256> host{};

@@ -11,7 +11,7 @@ namespace outbox::transport {
 namespace {
 
 [[noreturn]] void Fail(std::string_view field, std::string_view why) {
-  throw std::invalid_argument(std::string(field) + ": " + std::string(why));
+  throw OptionError(std::string(field), std::string(why));
 }
 
 std::string_view SchemeOf(std::string_view url) {

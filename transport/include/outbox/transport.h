@@ -21,12 +21,27 @@
 #include <memory>
 #include <optional>
 #include <span>
+#include <stdexcept>
 #include <string>
 #include <string_view>
 #include <utility>
 #include <vector>
 
 namespace outbox::transport {
+
+// What option validation throws: what() is "FIELD: REASON", and the two
+// parts are kept apart so that a config file parser can name its own key
+// without reading the text.
+class OptionError : public std::invalid_argument {
+ public:
+  OptionError(std::string field, std::string reason);
+  const std::string& field() const { return field_; }
+  const std::string& reason() const { return reason_; }
+
+ private:
+  std::string field_;
+  std::string reason_;
+};
 
 // One HTTP header: name and value. Names compare case-insensitively.
 using Header = std::pair<std::string, std::string>;
