@@ -6,6 +6,7 @@
 #include <iterator>
 
 #include "../common/temp_dir.h"
+#include "old_schema.h"
 #include "outbox/store.h"
 
 namespace outbox::store {
@@ -158,13 +159,9 @@ TEST(OutboxSchema, VersionOneFileIsMigratedOnOpenAndKeepsItsRows) {
   const std::string path = dir.File("app.db");
   {
     // A file as schema 1 left it: outbox_retention over every row.
-    Store store(CreateAt(path));
-    store.connection().exec(
-        "DROP INDEX outbox_retention;"
-        "CREATE INDEX outbox_retention ON outbox(status, updated_at);"
-        "ALTER TABLE outbox DROP COLUMN lease_boot_id;"
-        "ALTER TABLE outbox DROP COLUMN lease_boot_until;"
-        "UPDATE outbox_meta SET value = 1 WHERE key = 'schema_version';"
+    testing::MakeFileAtVersion(path, 1);
+    SQLite::Database app(path, SQLite::OPEN_READWRITE);
+    app.exec(
         "INSERT INTO outbox(topic, msg_key, payload, status, updated_at)"
         " VALUES('t', 'delivered', 'p', 1, 5), ('t', 'pending', 'p', 0, 5)");
   }
@@ -183,14 +180,6 @@ TEST(OutboxSchema, VersionOneFileIsMigratedOnOpenAndKeepsItsRows) {
   EXPECT_EQ(store.List({}).size(), 1u);
 }
 
-// The file as schema version 2 left it: no boot-clock lease columns.
-void DowngradeToVersion2(Store& store) {
-  store.connection().exec(
-      "ALTER TABLE outbox DROP COLUMN lease_boot_id;"
-      "ALTER TABLE outbox DROP COLUMN lease_boot_until;"
-      "UPDATE outbox_meta SET value = 2 WHERE key = 'schema_version';");
-}
-
 int SchemaVersionOf(const std::string& path) {
   SQLite::Database db(path, SQLite::OPEN_READONLY);
   SQLite::Statement version(db, "SELECT value FROM outbox_meta WHERE key = 'schema_version'");
@@ -202,10 +191,7 @@ TEST(OutboxSchema, VersionTwoFileGetsBootClockLeasesAndKeepsItsLeases) {
   TempDir dir;
   const std::string path = dir.File("app.db");
   const std::int64_t now = WallMs();
-  {
-    Store store(CreateAt(path));
-    DowngradeToVersion2(store);
-  }
+  testing::MakeFileAtVersion(path, 2);
   {
     // A version-2 agent's lease, on wall time only.
     SQLite::Database db(path, SQLite::OPEN_READWRITE);
@@ -232,10 +218,10 @@ TEST(OutboxSchema, AMigrationStoppedHalfwayLeavesTheFileAtItsVersion) {
   TempDir dir;
   const std::string path = dir.File("app.db");
   {
-    Store store(CreateAt(path));
-    DowngradeToVersion2(store);
+    testing::MakeFileAtVersion(path, 2);
     // Makes migration 3's second ADD COLUMN fail after its first succeeded.
-    store.connection().exec("ALTER TABLE outbox ADD COLUMN lease_boot_until INTEGER");
+    SQLite::Database app(path, SQLite::OPEN_READWRITE);
+    app.exec("ALTER TABLE outbox ADD COLUMN lease_boot_until INTEGER");
   }
   Options plain;
   plain.path = path;
