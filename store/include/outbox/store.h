@@ -366,7 +366,7 @@ struct Row {
 struct Claimed {
   Lease lease;
   std::string topic;
-  Row row;
+  Row row{};
 };
 
 // Rows of one topic in one status.
