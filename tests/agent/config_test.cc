@@ -259,7 +259,7 @@ INSTANTIATE_TEST_SUITE_P(
         BadConfig{"ZeroQueueCapacity", WithTopic(R"("queue_capacity": 0)"),
                   R"(topics."a".queue_capacity: expected an integer from 1 to 10000000, got 0)"},
         BadConfig{"ZeroQueueBytes", WithTopic(R"("queue_bytes": 0)"),
-                  R"(topics."a".queue_bytes: expected an integer from 1 to 4294967296, got 0)"},
+                  R"(topics."a".queue_bytes: expected a positive integer, got 0)"},
         BadConfig{"ZeroClaimBatch", R"({"claim_batch": 0, "topics": {}})",
                   "claim_batch: expected an integer from 1 to 10000, got 0"},
         BadConfig{
