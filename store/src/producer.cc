@@ -50,6 +50,14 @@ void BindOptional(sqlite3_stmt* q, int index, const std::optional<std::int64_t>&
   }
 }
 
+void BindOptionalText(sqlite3_stmt* q, int index, const std::optional<std::string>& value) {
+  if (value) {
+    BindText(q, index, *value);
+  } else {
+    sqlite3_bind_null(q, index);
+  }
+}
+
 // Turns a trigger's "outbox: <field>: <reason>" into the error a caller of
 // the API expects.
 [[noreturn]] void ThrowInsertError(const NewMessage& message, int code,
@@ -121,6 +129,17 @@ bool IsUnicodeJsonText(std::string_view text) {
   return true;
 }
 
+// RFC 9110 token characters, as the insert trigger checks them.
+bool IsSchemaVersion(std::string_view text) {
+  if (text.empty() || text.size() > kMaxSchemaVersionBytes) return false;
+  constexpr std::string_view kSymbols = "!#$%&'*+-.^_`|~";
+  for (const char c : text) {
+    const bool alnum = (c >= '0' && c <= '9') || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z');
+    if (!alnum && kSymbols.find(c) == std::string_view::npos) return false;
+  }
+  return true;
+}
+
 }  // namespace
 
 void ValidateMessage(const NewMessage& message) {
@@ -145,6 +164,16 @@ void ValidateMessage(const NewMessage& message) {
   if (message.retry.first_interval_ms && *message.retry.first_interval_ms <= 0) {
     throw std::invalid_argument("first_interval_ms: expected a positive integer");
   }
+  if (message.schema_version && !IsSchemaVersion(*message.schema_version)) {
+    throw std::invalid_argument("schema_version: must be 1 to " +
+                                std::to_string(kMaxSchemaVersionBytes) +
+                                " token characters (letters, digits, !#$%&'*+-.^_`|~)");
+  }
+  if (message.ordering_key &&
+      (message.ordering_key->empty() || message.ordering_key->size() > kMaxKeyBytes)) {
+    throw std::invalid_argument("ordering_key: must be a non-empty string of at most " +
+                                std::to_string(kMaxKeyBytes) + " bytes");
+  }
 }
 
 struct Producer::Impl {
@@ -157,14 +186,21 @@ struct Producer::Impl {
   StatementPtr undo_state;
   StatementPtr find;
 
-  static void BindRetry(sqlite3_stmt* q, int first, const RetryOverride& retry) {
-    BindOptional(q, first, retry.max_attempts);
-    if (retry.backoff) {
-      BindText(q, first + 1, BackoffName(*retry.backoff));
+  // Every parameter of kInsert and kInsertState but the payload's (?3, ?4).
+  static void BindState(sqlite3_stmt* q, const NewMessage& message) {
+    BindText(q, 1, message.topic);
+    BindText(q, 2, message.key);
+    BindOptional(q, 5, message.retry.max_attempts);
+    if (message.retry.backoff) {
+      BindText(q, 6, BackoffName(*message.retry.backoff));
     } else {
-      sqlite3_bind_null(q, first + 1);
+      sqlite3_bind_null(q, 6);
     }
-    BindOptional(q, first + 2, retry.first_interval_ms);
+    BindOptional(q, 7, message.retry.first_interval_ms);
+    BindOptionalText(q, 8, message.schema_version);
+    BindOptionalText(q, 9, message.ordering_key);
+    BindOptional(q, 10, message.deliver_at);
+    BindOptional(q, 11, message.expires_at);
   }
 
   static void BindPayload(sqlite3_stmt* q, int first, const NewMessage& message) {
@@ -186,9 +222,7 @@ struct Producer::Impl {
     {
       sqlite3_stmt* q = insert_state.get();
       Use use(q);
-      BindText(q, 1, message.topic);
-      BindText(q, 2, message.key);
-      BindRetry(q, 3, message.retry);
+      BindState(q, message);
       if (sqlite3_step(q) != SQLITE_DONE) ThrowInsertError(db, message);
       id = sqlite3_last_insert_rowid(db);
     }
@@ -222,10 +256,8 @@ struct Producer::Impl {
     if (insert_state) return InsertSplit(message);
     sqlite3_stmt* q = insert.get();
     Use use(q);
-    BindText(q, 1, message.topic);
-    BindText(q, 2, message.key);
+    BindState(q, message);
     BindPayload(q, 3, message);
-    BindRetry(q, 5, message.retry);
     if (sqlite3_step(q) != SQLITE_DONE) ThrowInsertError(db, message);
     return {sqlite3_last_insert_rowid(db), true};
   }

@@ -63,6 +63,7 @@ constexpr std::array<Step, kSchemaVersion> kMigrations = {
     [](SQLite::Database& db, const MigrationProgress&) { db.exec(sql::kMigration1); },
     [](SQLite::Database& db, const MigrationProgress&) { db.exec(sql::kMigration2); },
     [](SQLite::Database& db, const MigrationProgress&) { db.exec(sql::kMigration3); },
+    [](SQLite::Database& db, const MigrationProgress&) { db.exec(sql::kMigration4); },
     [](SQLite::Database& db, const MigrationProgress& progress) {
       db.exec(sql::kMigration5Table);
       MovePayloads(db, progress);

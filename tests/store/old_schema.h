@@ -17,7 +17,8 @@ inline void MakeFileAtVersion(const std::string& path, int version) {
   SQLite::Database db(path, SQLite::OPEN_READWRITE | SQLite::OPEN_CREATE);
   db.exec("PRAGMA auto_vacuum = INCREMENTAL");
   db.exec("PRAGMA journal_mode = WAL");
-  const char* steps[] = {sql::kMigration1, sql::kMigration2, sql::kMigration3};
+  const char* steps[] = {sql::kMigration1, sql::kMigration2, sql::kMigration3,
+                         sql::kMigration4};
   for (int v = 0; v < version; ++v) db.exec(steps[v]);
   db.exec("INSERT INTO outbox_meta VALUES('schema_version', " + std::to_string(version) +
           "), ('database_id', lower(hex(randomblob(16))))");

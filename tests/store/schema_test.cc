@@ -235,6 +235,29 @@ TEST(OutboxSchema, AMigrationStoppedHalfwayLeavesTheFileAtItsVersion) {
   EXPECT_EQ(column.getColumn(0).getInt(), 0);  // the first ADD COLUMN was undone
 }
 
+TEST(OutboxSchema, VersionThreeFileGetsTheMessageAttributesAndKeepsItsRows) {
+  TempDir dir;
+  const std::string path = dir.File("app.db");
+  {
+    testing::MakeFileAtVersion(path, 3);
+    SQLite::Database app(path, SQLite::OPEN_READWRITE);
+    app.exec("INSERT INTO outbox(topic, msg_key, payload, status) VALUES('t', 'old', 'p', 2)");
+  }
+  Options plain;
+  plain.path = path;
+  Store store(plain);
+  EXPECT_EQ(SchemaVersionOf(path), kSchemaVersion);
+  const std::vector<Row> rows = store.List({});
+  ASSERT_EQ(rows.size(), 1u);
+  EXPECT_EQ(rows[0].status, Status::kDead);
+  EXPECT_FALSE(rows[0].dead_reason);  // dead before reasons were recorded
+  EXPECT_FALSE(rows[0].ordering_key);
+  // The new checks hold for plain SQL at once.
+  EXPECT_THROW(store.connection().exec("INSERT INTO outbox(topic, msg_key, payload, "
+                                       "schema_version) VALUES('t', 'k', 'p', 'v 2')"),
+               SQLite::Exception);
+}
+
 TEST(OutboxSchema, ApplicationUserVersionSurvivesInit) {
   TempDir dir;
   const std::string path = dir.File("app.db");
