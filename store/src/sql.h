@@ -656,6 +656,11 @@ inline constexpr char kInboxPurge[] =
 // Maintenance, run outside any transaction (Store::Checkpoint and
 // Store::ReclaimFreePages).
 inline constexpr char kCheckpointTruncate[] = "PRAGMA wal_checkpoint(TRUNCATE)";
-inline constexpr char kIncrementalVacuum[] = "PRAGMA incremental_vacuum";
+// In steps of 128 pages, each its own transaction: a commit leaves the pages
+// cut off the end of the file out of the WAL, but a transaction larger than
+// the page cache spills them into it first, i.e. one whole step of
+// incremental vacuum rewrote every purged payload page (figure 7).
+inline constexpr char kIncrementalVacuum[] = "PRAGMA incremental_vacuum(128)";
+inline constexpr char kFreelistCount[] = "PRAGMA freelist_count";
 
 }  // namespace outbox::store::sql
