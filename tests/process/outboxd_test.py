@@ -579,18 +579,15 @@ class LimitsTest(OutboxdTestCase):
         config = self.config({"orders": {"url": self.receiver(hold=True).url}},
                              limits={"max_pending": 2, "max_payload_bytes": 16})
         self.start(config)
-        # The payload limit first: with max_pending reached too, the
-        # capacity check (on outbox) speaks before the payload check (on
-        # outbox_payload, where the payload is moved).
-        with self.assertRaises(sqlite3.DatabaseError) as raised:
-            self.insert("orders", "big", b"x" * 17)
-        self.assertIn("max_payload_bytes", str(raised.exception))
         # A topic without a route stays pending and counts against max_pending.
         self.insert("unrouted", "k1")
         self.insert("unrouted", "k2")
         with self.assertRaises(sqlite3.DatabaseError) as raised:
             self.insert("unrouted", "k3")
         self.assertIn("max_pending", str(raised.exception))
+        with self.assertRaises(sqlite3.DatabaseError) as raised:
+            self.insert("orders", "big", b"x" * 17)
+        self.assertIn("max_payload_bytes", str(raised.exception))
         self.assertEqual(self.count(), 2)
 
     def test_outboxctl_enqueue_over_a_limit_fails(self):
