@@ -507,13 +507,15 @@ class MetricsTest(OutboxdTestCase):
                                          "refunds": {"url": bad.url}}))
         delivered = [self.insert("orders", f"o{i}") for i in range(3)]
         dead = [self.insert("refunds", f"r{i}") for i in range(2)]
-        stray = [self.insert("stray.a", "s1"), self.insert("stray.b", "s2")]  # no route
+        # No route; three rows in two topics: the gauge counts rows.
+        stray = [self.insert("stray.a", "s1"), self.insert("stray.a", "s2"),
+                 self.insert("stray.b", "s3")]
         wait_until(lambda: all(self.status_of(i) == 1 for i in delivered), what="delivered")
         wait_until(lambda: all(self.status_of(i) == 2 for i in dead), what="dead")
 
         def consistent():
             samples = daemon.metrics()
-            return samples if samples.get(("outbox_unrouted_pending", ())) == 2 else None
+            return samples if samples.get(("outbox_unrouted_pending", ())) == 3 else None
 
         samples = wait_until(consistent, what="unrouted rows counted")
         self.assertEqual(samples[("outbox_delivered_total", (("topic", "orders"),))], 3)
