@@ -8,6 +8,7 @@
 #include <rapidjson/writer.h>
 
 #include "util/base64.h"
+#include "util/rfc3339.h"
 #include "util/utf8.h"
 
 namespace outbox::row_json {
@@ -146,6 +147,37 @@ std::string StatsToJson(const store::Stats& stats, std::string_view database_id,
   }
   json.EndArray();
   json.EndObject();
+  return Take(buffer);
+}
+
+std::string AuditToJson(const std::vector<store::AuditEntry>& entries) {
+  rapidjson::StringBuffer buffer;
+  JsonWriter json(buffer);
+  json.StartArray();
+  for (const store::AuditEntry& entry : entries) {
+    json.StartObject();
+    Put(json, "id", entry.id);
+    Put(json, "at", util::FormatRfc3339(entry.at));
+    Put(json, "at_ms", entry.at);
+    Put(json, "actor", entry.actor);
+    Put(json, "host", entry.host);
+    Put(json, "action", entry.action);
+    Put(json, "rows", entry.rows);
+    json.Key("row_id");
+    entry.row_id ? (void)json.Int64(*entry.row_id) : (void)json.Null();
+    Put(json, "detail", entry.detail);
+    json.EndObject();
+  }
+  json.EndArray();
+  return Take(buffer);
+}
+
+std::string IdsToJson(const std::vector<std::int64_t>& ids) {
+  rapidjson::StringBuffer buffer;
+  JsonWriter json(buffer);
+  json.StartArray();
+  for (std::int64_t id : ids) json.Int64(id);
+  json.EndArray();
   return Take(buffer);
 }
 

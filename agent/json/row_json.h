@@ -48,4 +48,11 @@ std::string ArchiveLine(const store::Row& row, std::string_view message_id);
 std::string StatsToJson(const store::Stats& stats, std::string_view database_id,
                         std::int64_t now_ms);
 
+// Audit rows (`outboxctl audit --json`) as a JSON array of {id, at (RFC
+// 3339), at_ms, actor, host, action, rows, row_id (or null), detail}.
+std::string AuditToJson(const std::vector<store::AuditEntry>& entries);
+
+// A list of ids as a JSON array of numbers.
+std::string IdsToJson(const std::vector<std::int64_t>& ids);
+
 }  // namespace outbox::row_json

@@ -262,6 +262,36 @@ std::vector<std::int64_t> Operator::SelectIds(const RowSelector& selector, int l
   });
 }
 
+std::vector<Operator::RowState> Operator::States(std::int64_t after_id, int limit) {
+  if (limit < 1) throw std::invalid_argument("limit: expected a positive integer");
+  return Wrap("read rows", [&] {
+    StatementUse q(impl_->Prepare(sql::kRowStates));
+    q->bind(1, after_id);
+    q->bind(2, limit);
+    std::vector<RowState> states;
+    while (q->executeStep()) {
+      RowState state;
+      state.id = q->getColumn(0).getInt64();
+      state.topic = q->getColumn(1).getString();
+      state.key = q->getColumn(2).getString();
+      state.status = static_cast<Status>(q->getColumn(3).getInt());
+      state.created_at = q->getColumn(4).getInt64();
+      state.updated_at = q->getColumn(5).getInt64();
+      states.push_back(std::move(state));
+    }
+    return states;
+  });
+}
+
+std::optional<std::string> Operator::RuntimeValue(std::string_view name) {
+  return Wrap("read runtime state", [&]() -> std::optional<std::string> {
+    StatementUse q(impl_->Prepare(sql::kRuntimeValue));
+    q->bind(1, std::string(name));
+    if (!q->executeStep() || q->getColumn(0).isNull()) return std::nullopt;
+    return q->getColumn(0).getString();
+  });
+}
+
 void Operator::RecordAudit(const Actor& actor, std::string_view action, std::int64_t rows,
                            std::optional<std::int64_t> row_id, std::string_view detail,
                            std::int64_t now) {

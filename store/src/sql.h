@@ -409,6 +409,12 @@ inline constexpr char kRequeueDelivered[] =
 inline constexpr char kMarkDeliveredId[] =
     "UPDATE outbox SET status = 1, dead_reason = NULL, updated_at = ?2"
     " WHERE id = ?1 AND status IN (0, 2)";
+// ?1 after id, ?2 limit
+inline constexpr char kRowStates[] =
+    "SELECT id, topic, msg_key, status, created_at, updated_at FROM outbox"
+    " WHERE id > ?1 ORDER BY id LIMIT ?2";
+inline constexpr char kRuntimeValue[] =
+    "SELECT value FROM outbox_runtime WHERE name = ? ORDER BY updated_at DESC LIMIT 1";
 inline constexpr char kAuditAction[] =
     "INSERT INTO outbox_audit(at, actor, host, action, rows, row_id, detail)"
     " VALUES(?, ?, ?, ?, ?, ?, ?)";
@@ -424,18 +430,32 @@ inline constexpr char kListAudit[] =
 // is the row; received_at serves the purge.
 inline constexpr char kHasInboxTable[] =
     "SELECT count(*) FROM sqlite_schema WHERE type = 'table' AND name = 'outbox_inbox'";
+// `source`: which sender the key came from, when the receiver knows it (a
+// CloudEvents source, a header); NULL otherwise. Export by window and source
+// serves reconciliation with each sender.
 inline constexpr char kInstallInbox[] = R"sql(
 CREATE TABLE IF NOT EXISTS outbox_inbox(
   key         TEXT PRIMARY KEY,
-  received_at INTEGER NOT NULL
+  received_at INTEGER NOT NULL,
+  source      TEXT
 ) WITHOUT ROWID;
 CREATE INDEX IF NOT EXISTS outbox_inbox_received ON outbox_inbox(received_at);
 )sql";
+// Tables created before `source` existed gain it (a cheap ALTER: no rewrite).
+inline constexpr char kInboxHasSource[] =
+    "SELECT count(*) FROM pragma_table_info('outbox_inbox') WHERE name = 'source'";
+inline constexpr char kInboxAddSource[] = "ALTER TABLE outbox_inbox ADD COLUMN source TEXT";
+// ?1 source or NULL (every source), ?2 since, ?3 until (received_at)
+inline constexpr char kInboxExport[] =
+    "SELECT key FROM outbox_inbox WHERE received_at >= ?2 AND received_at < ?3"
+    " AND (?1 IS NULL OR source = ?1) ORDER BY received_at, key";
 // The unique key decides, never a prior SELECT: two deliveries racing each
 // other cannot both insert (docs/receiving.md). sqlite3_changes() tells which.
 // ?1 key, ?2 received_at
+// ?3 source or NULL
 inline constexpr char kInboxRecord[] =
-    "INSERT INTO outbox_inbox(key, received_at) VALUES(?1, ?2) ON CONFLICT(key) DO NOTHING";
+    "INSERT INTO outbox_inbox(key, received_at, source) VALUES(?1, ?2, ?3)"
+    " ON CONFLICT(key) DO NOTHING";
 // ?1 cutoff, ?2 batch
 inline constexpr char kInboxPurge[] =
     "DELETE FROM outbox_inbox WHERE key IN (SELECT key FROM outbox_inbox"

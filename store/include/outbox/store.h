@@ -614,6 +614,22 @@ class Operator {
   std::vector<std::int64_t> SelectIds(const RowSelector& selector, int limit,
                                       std::int64_t after_id = 0);
 
+  // What reconciliation needs of each row, no payload: rows with id >
+  // after_id, ascending, at most `limit`.
+  struct RowState {
+    std::int64_t id = 0;
+    std::string topic;
+    std::string key;
+    Status status = Status::kPending;
+    std::int64_t created_at = 0;
+    std::int64_t updated_at = 0;
+  };
+  std::vector<RowState> States(std::int64_t after_id, int limit);
+
+  // The most recent value any agent published under `name` in
+  // outbox_runtime (e.g. "lease_timeout_ms"), or nullopt.
+  std::optional<std::string> RuntimeValue(std::string_view name);
+
   // Writes one audit row (for actions done in several transactions).
   void RecordAudit(const Actor& actor, std::string_view action, std::int64_t rows,
                    std::optional<std::int64_t> row_id, std::string_view detail, std::int64_t now);
@@ -633,10 +649,11 @@ class Operator {
 // both pass it), so a duplicate is answered 2xx without being applied again.
 //
 // The keys live in the receiver's own SQLite file, in a table of their own,
-// `outbox_inbox(key TEXT PRIMARY KEY, received_at INTEGER NOT NULL)`, which
-// the Inbox creates when missing. The file needs no outbox schema; a plain-SQL
+// `outbox_inbox(key TEXT PRIMARY KEY, received_at INTEGER NOT NULL, source
+// TEXT)`, which the Inbox creates when missing (and adds `source` to when an
+// older version made it). The file needs no outbox schema; a plain-SQL
 // receiver can do the same with
-//   INSERT INTO outbox_inbox(key, received_at) VALUES(?, ?) ON CONFLICT DO NOTHING
+//   INSERT INTO outbox_inbox(key, received_at, source) VALUES(?, ?, ?) ON CONFLICT DO NOTHING
 // and `changes()` (1: new, 0: duplicate).
 //
 // Retention: a key purged too early lets a late retry be applied twice. Keep
@@ -681,6 +698,20 @@ class Inbox {
   // long key; no open transaction) before any I/O, or StoreError (then roll
   // back).
   Receipt Record(std::string_view key, std::int64_t now_ms);
+  // The same, also recording which sender the key came from (`source`, e.g.
+  // the CloudEvents source or a header), so that ExportKeys can answer one
+  // sender's reconciliation. nullopt stores NULL.
+  Receipt Record(std::string_view key, std::int64_t now_ms,
+                 std::optional<std::string_view> source);
+
+  // Calls `each` with every key received in [since_ms, until_ms) from
+  // `source` (nullopt: from every source, NULL ones included), oldest
+  // first; returns how many. What a sender's `outboxctl reconcile
+  // --receiver-keys` reads, one key per line. Reads in the connection's
+  // transaction if one is open. Throws StoreError.
+  std::int64_t ExportKeys(std::optional<std::string_view> source, std::int64_t since_ms,
+                          std::int64_t until_ms,
+                          const std::function<void(std::string_view key)>& each);
 
   // Deletes up to `batch` keys received before `cutoff_ms` (oldest first) and
   // returns how many; call until it returns less than `batch`. Inside an open
