@@ -30,7 +30,8 @@ struct SelectArgs {
 // `bulk_needs_filters`: a whole-topic change needs --status and
 // --older-than (cancel and mark-delivered), so that no typo touches a topic.
 store::RowSelector ToSelector(const SelectArgs& args, std::string_view command,
-                              bool bulk_needs_filters, std::optional<store::Status> fixed_status) {
+                              bool bulk_needs_filters, std::optional<store::Status> fixed_status,
+                              std::string_view all_flag = "--all") {
   store::RowSelector selector;
   selector.id = args.id;
   if (!args.topic.empty()) selector.topic = args.topic;
@@ -43,9 +44,10 @@ store::RowSelector ToSelector(const SelectArgs& args, std::string_view command,
   }
   const int forms = (selector.id ? 1 : 0) + (selector.topic ? 1 : 0) + (selector.all ? 1 : 0);
   if (forms != 1) {
-    throw std::invalid_argument(std::string(command) +
-                                ": choose one of --id, --topic (with --key, or with --status "
-                                "and --older-than) or --all");
+    throw std::invalid_argument(
+        std::string(command) +
+        ": choose one of --id, --topic (with --key, or with --status and --older-than)" +
+        (all_flag.empty() ? std::string() : " or " + std::string(all_flag)));
   }
   if (bulk_needs_filters && selector.topic && !selector.key &&
       (args.status.empty() || args.older_than.empty())) {
@@ -77,21 +79,22 @@ int ReportChanged(int changed, std::string_view what) {
 }
 
 int RunCancel(const Context& context, const SelectArgs& args) {
-  const store::RowSelector selector = ToSelector(args, "cancel", true, std::nullopt);
+  const store::RowSelector selector = ToSelector(args, "cancel", true, std::nullopt, "");
   store::Store store = Open(context);
   return ReportChanged(store::Operator(store).Cancel(selector, CurrentActor(), NowMs()),
                        "cancelled");
 }
 
 int RunMarkDelivered(const Context& context, const SelectArgs& args) {
-  const store::RowSelector selector = ToSelector(args, "mark-delivered", true, std::nullopt);
+  const store::RowSelector selector = ToSelector(args, "mark-delivered", true, std::nullopt, "");
   store::Store store = Open(context);
   return ReportChanged(store::Operator(store).MarkDelivered(selector, CurrentActor(), NowMs()),
                        "marked delivered");
 }
 
 int RunRetry(const Context& context, const SelectArgs& args) {
-  const store::RowSelector selector = ToSelector(args, "retry", false, store::Status::kDead);
+  const store::RowSelector selector =
+      ToSelector(args, "retry", false, store::Status::kDead, "--all-dead");
   store::Store store = Open(context);
   const int count = store::Operator(store).Retry(selector, CurrentActor(), NowMs());
   std::cout << "reset " << count << " dead row" << (count == 1 ? "" : "s") << " to pending\n";

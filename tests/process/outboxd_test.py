@@ -499,6 +499,30 @@ class ConfigTest(OutboxdTestCase):
         self.assertEqual(after, before)
 
 
+    def test_check_config_adapts_a_default_and_prints_the_effective_config(self):
+        # Only lease_timeout_ms written: the default timeout_ms (5000) must
+        # not make the config fail; it becomes smaller and is shown.
+        os.environ["OUTBOX_TEST_CHECK_TOKEN"] = "Bearer t0ps3cret"
+        self.write_config({"lease_timeout_ms": 2000, "topics": {"*": {
+            "url": "http://127.0.0.1:1/in",
+            "headers": {"Authorization": "env:OUTBOX_TEST_CHECK_TOKEN"}}}})
+        run = lambda *extra: subprocess.run(
+            [OUTBOXD, "--db", self.db, "--config", self.config_path, "--check-config", *extra],
+            capture_output=True, text=True, timeout=DEADLINE_S)
+        result = run()
+        self.assertEqual(result.returncode, 0, result.stderr)
+        self.assertIn('topics."*".timeout_ms: 1000 (default 5000', result.stderr)
+        printed = run("--print")
+        self.assertEqual(printed.returncode, 0, printed.stderr)
+        effective = json.loads(printed.stdout)
+        self.assertEqual(effective["lease_timeout_ms"], 2000)
+        self.assertEqual(effective["topics"]["*"]["timeout_ms"], 1000)
+        self.assertEqual(effective["metrics"]["max_topics"], 100)
+        self.assertEqual(effective["topics"]["*"]["headers"]["Authorization"], "<redacted>")
+        self.assertNotIn("t0ps3cret", printed.stdout + printed.stderr)
+        self.assertFalse(os.path.exists(self.db))
+
+
 class MetricsTest(OutboxdTestCase):
     def test_metrics_agree_with_the_database(self):
         good = self.receiver(status=200)
