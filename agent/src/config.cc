@@ -569,6 +569,7 @@ void ReadRetention(Section& section, RetentionOptions& retention) {
   section.Read("delivered_ms", retention.delivered_ms, kNonNegative);
   section.Read("interval_ms", retention.interval_ms, kPositive);
   section.Read("archive_max_bytes", retention.archive_max_bytes, kPositive);
+  section.ReadInt("archive_keep", retention.archive_keep, Limit(limits::kArchiveKeep));
   if (section.Read("archive_path", retention.archive_path) && !retention.archive_path.empty()) {
     // Checked now rather than at the first purge, hours after start.
     const std::filesystem::path directory =

@@ -176,6 +176,7 @@ std::string EffectiveConfigJson(const Config& config) {
   Int(w, "interval_ms", o.retention.interval_ms);
   String(w, "archive_path", o.retention.archive_path);
   Int(w, "archive_max_bytes", o.retention.archive_max_bytes);
+  Int(w, "archive_keep", o.retention.archive_keep);
   w.EndObject();
   if (o.limits) {
     Key(w, "limits");

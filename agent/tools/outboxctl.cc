@@ -2,7 +2,8 @@
 // it is safe to run beside a live outboxd (short transactions, busy timeout).
 // One file per command group: outboxctl_inspect.cc (init, stats, list, show,
 // audit), outboxctl_repair.cc (retry, purge, enqueue, cancel,
-// mark-delivered), outboxctl_reconcile.cc.
+// mark-delivered), outboxctl_reconcile.cc, outboxctl_archive.cc
+// (archive-restore), outboxctl_top.cc.
 //
 // Exit status: 0 success, 1 the database or the environment failed (also: a
 // row is in flight), 2 bad flags or bad input, 3 reconcile found
@@ -23,6 +24,8 @@ int main(int argc, char** argv) {
   DeclareInspectCommands(app, context, commands);
   DeclareRepairCommands(app, context, commands);
   DeclareReconcileCommands(app, context, commands);
+  DeclareArchiveCommands(app, context, commands);
+  DeclareTopCommands(app, context, commands);
 
   try {
     app.parse(argc, argv);

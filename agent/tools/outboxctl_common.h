@@ -36,6 +36,8 @@ using Commands = std::vector<Command>;
 void DeclareInspectCommands(CLI::App& app, const Context& context, Commands& commands);
 void DeclareRepairCommands(CLI::App& app, const Context& context, Commands& commands);
 void DeclareReconcileCommands(CLI::App& app, const Context& context, Commands& commands);
+void DeclareArchiveCommands(CLI::App& app, const Context& context, Commands& commands);
+void DeclareTopCommands(CLI::App& app, const Context& context, Commands& commands);
 
 store::Store Open(const Context& context, bool create = false);
 

@@ -247,6 +247,22 @@ int Operator::MarkDeliveredIds(std::span<const std::int64_t> ids, const Actor& a
   });
 }
 
+bool Operator::Restore(const NewMessage& message) {
+  return Wrap("restore", [&] {
+    StatementUse q(impl_->Prepare(sql::kRestoreMessage));
+    q->bind(1, message.topic);
+    q->bind(2, message.key);
+    q->bind(3, static_cast<const void*>(message.payload.data()),
+            static_cast<int>(message.payload.size()));
+    if (message.headers_json.empty()) {
+      q->bind(4);
+    } else {
+      q->bind(4, message.headers_json);
+    }
+    return q->exec() == 1;
+  });
+}
+
 std::vector<std::int64_t> Operator::SelectIds(const RowSelector& selector, int limit,
                                               std::int64_t after_id) {
   if (limit < 1) throw std::invalid_argument("limit: expected a positive integer");
@@ -280,6 +296,41 @@ std::vector<Operator::RowState> Operator::States(std::int64_t after_id, int limi
       states.push_back(std::move(state));
     }
     return states;
+  });
+}
+
+void Operator::PublishRuntime(std::string_view agent,
+                              std::span<const std::pair<std::string, std::string>> values,
+                              std::int64_t now) {
+  Wrap("publish runtime state", [&] {
+    impl_->Atomically([&] {
+      StatementUse q(impl_->Prepare(sql::kPublishRuntime));
+      for (const auto& [name, value] : values) {
+        q->bind(1, std::string(agent));
+        q->bind(2, name);
+        q->bind(3, value);
+        q->bind(4, now);
+        q->exec();
+        q->reset();
+      }
+      return 0;
+    });
+  });
+}
+
+std::vector<Operator::RuntimeEntry> Operator::Runtime() {
+  return Wrap("read runtime state", [&] {
+    StatementUse q(impl_->Prepare(sql::kListRuntime));
+    std::vector<RuntimeEntry> entries;
+    while (q->executeStep()) {
+      RuntimeEntry entry;
+      entry.agent = q->getColumn(0).getString();
+      entry.name = q->getColumn(1).getString();
+      entry.value = q->getColumn(2).getString();
+      entry.updated_at = q->getColumn(3).getInt64();
+      entries.push_back(std::move(entry));
+    }
+    return entries;
   });
 }
 

@@ -413,8 +413,17 @@ inline constexpr char kMarkDeliveredId[] =
 inline constexpr char kRowStates[] =
     "SELECT id, topic, msg_key, status, created_at, updated_at FROM outbox"
     " WHERE id > ?1 ORDER BY id LIMIT ?2";
+inline constexpr char kPublishRuntime[] =
+    "INSERT INTO outbox_runtime(agent, name, value, updated_at) VALUES(?, ?, ?, ?)"
+    " ON CONFLICT(agent, name) DO UPDATE SET value = excluded.value,"
+    " updated_at = excluded.updated_at";
+inline constexpr char kListRuntime[] =
+    "SELECT agent, name, value, updated_at FROM outbox_runtime ORDER BY agent, name";
 inline constexpr char kRuntimeValue[] =
     "SELECT value FROM outbox_runtime WHERE name = ? ORDER BY updated_at DESC LIMIT 1";
+inline constexpr char kRestoreMessage[] =
+    "INSERT INTO outbox(topic, msg_key, payload, headers) VALUES(?1, ?2, ?3, ?4)"
+    " ON CONFLICT(topic, msg_key) DO NOTHING";
 inline constexpr char kAuditAction[] =
     "INSERT INTO outbox_audit(at, actor, host, action, rows, row_id, detail)"
     " VALUES(?, ?, ?, ?, ?, ?, ?)";

@@ -123,9 +123,11 @@ struct RetentionOptions {
   // Delivered rows older than this are purged, ms. 0 = keep forever.
   std::int64_t delivered_ms = 604'800'000;
   // If set, purged rows are appended to this file as JSON lines (fsynced
-  // before the delete); rotated to PATH.1 at archive_max_bytes.
+  // before the delete); at archive_max_bytes it is compressed to PATH.1.gz
+  // and older ones shift to PATH.2.gz ...; archive_keep of them are kept.
   std::string archive_path;
   std::int64_t archive_max_bytes = 64 * 1024 * 1024;
+  int archive_keep = 7;
   // How often the purge runs, ms.
   std::int64_t interval_ms = 60'000;
 };

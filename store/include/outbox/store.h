@@ -610,6 +610,13 @@ class Operator {
   int MarkDeliveredIds(std::span<const std::int64_t> ids, const Actor& actor,
                        std::string_view action, std::int64_t now);
 
+  // Puts an archived message back as a new pending row (due now, fresh
+  // budget), bytes exactly as given; "" headers_json stores NULL. False if
+  // (topic, key) already exists (nothing written). The insert triggers still
+  // apply: a message they refuse throws StoreError and
+  // leaves an open transaction usable.
+  bool Restore(const NewMessage& message);
+
   // Ids of the selected rows, ascending, at most `limit`, ids > after_id.
   std::vector<std::int64_t> SelectIds(const RowSelector& selector, int limit,
                                       std::int64_t after_id = 0);
@@ -625,6 +632,20 @@ class Operator {
     std::int64_t updated_at = 0;
   };
   std::vector<RowState> States(std::int64_t after_id, int limit);
+
+  // An agent's state, name by name, into outbox_runtime (one transaction
+  // unless one is open); replaces what `agent` published before.
+  void PublishRuntime(std::string_view agent,
+                      std::span<const std::pair<std::string, std::string>> values,
+                      std::int64_t now);
+  // Everything agents published: (agent, name, value, updated_at).
+  struct RuntimeEntry {
+    std::string agent;
+    std::string name;
+    std::string value;
+    std::int64_t updated_at = 0;
+  };
+  std::vector<RuntimeEntry> Runtime();
 
   // The most recent value any agent published under `name` in
   // outbox_runtime (e.g. "lease_timeout_ms"), or nullopt.
