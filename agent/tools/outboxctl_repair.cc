@@ -29,16 +29,15 @@ struct SelectArgs {
 // --id | --topic T --key K | --topic T [--status S --older-than D] | --all.
 // `bulk_needs_filters`: a whole-topic change needs --status and
 // --older-than (cancel and mark-delivered), so that no typo touches a topic.
+// (retry and purge --dead touch dead rows only: their statements say so.)
 store::RowSelector ToSelector(const SelectArgs& args, std::string_view command,
-                              bool bulk_needs_filters, std::optional<store::Status> fixed_status,
-                              std::string_view all_flag = "--all") {
+                              bool bulk_needs_filters, std::string_view all_flag = "--all") {
   store::RowSelector selector;
   selector.id = args.id;
   if (!args.topic.empty()) selector.topic = args.topic;
   if (!args.key.empty()) selector.key = args.key;
   selector.all = args.all;
   if (!args.status.empty()) selector.status = ParseActionStatus(args.status, "--status");
-  if (fixed_status) selector.status = fixed_status;
   if (!args.older_than.empty()) {
     selector.created_before = NowMs() - util::ParseDuration(args.older_than, "--older-than");
   }
@@ -79,14 +78,14 @@ int ReportChanged(int changed, std::string_view what) {
 }
 
 int RunCancel(const Context& context, const SelectArgs& args) {
-  const store::RowSelector selector = ToSelector(args, "cancel", true, std::nullopt, "");
+  const store::RowSelector selector = ToSelector(args, "cancel", true, "");
   store::Store store = Open(context);
   return ReportChanged(store::Operator(store).Cancel(selector, CurrentActor(), NowMs()),
                        "cancelled");
 }
 
 int RunMarkDelivered(const Context& context, const SelectArgs& args) {
-  const store::RowSelector selector = ToSelector(args, "mark-delivered", true, std::nullopt, "");
+  const store::RowSelector selector = ToSelector(args, "mark-delivered", true, "");
   store::Store store = Open(context);
   return ReportChanged(store::Operator(store).MarkDelivered(selector, CurrentActor(), NowMs()),
                        "marked delivered");
@@ -94,7 +93,7 @@ int RunMarkDelivered(const Context& context, const SelectArgs& args) {
 
 int RunRetry(const Context& context, const SelectArgs& args) {
   const store::RowSelector selector =
-      ToSelector(args, "retry", false, store::Status::kDead, "--all-dead");
+      ToSelector(args, "retry", false, "--all-dead");
   store::Store store = Open(context);
   const int count = store::Operator(store).Retry(selector, CurrentActor(), NowMs());
   std::cout << "reset " << count << " dead row" << (count == 1 ? "" : "s") << " to pending\n";
@@ -133,8 +132,7 @@ int RunPurge(const Context& context, const PurgeArgs& args) {
     std::cout << "purged " << total << " delivered row" << (total == 1 ? "" : "s") << '\n';
     return kExitOk;
   }
-  const store::RowSelector selector = ToSelector(args.select, "purge --dead", false,
-                                                 store::Status::kDead);
+  const store::RowSelector selector = ToSelector(args.select, "purge --dead", false);
   const std::int64_t total = PurgeInBatches(
       [&] { return operator_actions.PurgeDeadBatch(selector, kPurgeBatch); }, "dead");
   operator_actions.RecordAudit(CurrentActor(), "purge-dead", total, selector.id,

@@ -22,6 +22,8 @@ constexpr int kWidth = 80;
 constexpr int kHeight = 24;
 // Published state older than this belongs to an agent that is gone.
 constexpr std::int64_t kStaleMs = 10'000;
+// Topics get the rest of the screen.
+constexpr std::size_t kMaxBreakerLines = 8;
 
 struct TopicLine {
   std::int64_t pending = 0;
@@ -160,7 +162,13 @@ class Screen {
     std::snprintf(text, sizeof text, "%-30s %9s %9s %9s %8s %9s", "TOPIC", "PENDING", "IN FLIGHT",
                   "DEAD", "OLDEST", "SENT/s");
     lines.emplace_back(text);
-    const std::vector<std::string> breakers = Breakers(runtime, now);
+    std::vector<std::string> breakers = Breakers(runtime, now);
+    if (breakers.size() > kMaxBreakerLines) {
+      const std::size_t more = breakers.size() - kMaxBreakerLines + 1;
+      breakers.resize(kMaxBreakerLines - 1);
+      breakers.push_back("... " + std::to_string(more) + " more breakers");
+    }
+    // Header (3), a free last line (1), the breakers with their title (2 + n).
     const std::size_t room =
         static_cast<std::size_t>(kHeight) - 4 - (breakers.empty() ? 0 : 2 + breakers.size());
     std::size_t shown = 0;

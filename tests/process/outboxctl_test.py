@@ -1,16 +1,21 @@
 #!/usr/bin/env python3
-"""Reconciliation against a real receiver database: outboxd delivers to the
-example receiver (outbox-receiver, store::Inbox), differences are planted on
-both sides, and `outboxctl reconcile` must find exactly them, repair them
-with its flags, and audit the repairs. Also the operator actions through the
-command line, each leaving one audit row.
+"""outboxctl against live processes. Reconciliation against a real receiver
+database: outboxd delivers to the example receiver (outbox-receiver,
+store::Inbox), differences are planted on both sides, and `outboxctl
+reconcile` must find exactly them, repair them with its flags, and audit the
+repairs. The operator actions, each leaving one audit row. Hostile rows
+archived by outboxd's retention and restored byte for byte. `outboxctl top`
+in a real 80x24 terminal (tmux), read off the screen.
 
-    reconcile_test.py --outboxd PATH --outboxctl PATH --receiver PATH [unittest arguments]
+    outboxctl_test.py --outboxd PATH --outboxctl PATH --receiver PATH [unittest arguments]
 """
 
 import argparse
+import glob
 import json
 import os
+import shutil
+import sqlite3
 import subprocess
 import sys
 import unittest
@@ -177,6 +182,103 @@ class OperatorActionsTest(OutboxdTestCase):
             self.assertIn("in flight", out)
         self.assertEqual(self.status_of(row), 3)
         self.assertEqual(json.loads(self.ctl("audit", "--json")), [])
+
+
+class ArchiveRestoreTest(OutboxdTestCase):
+    HOSTILE = [
+        (b"orders", b"plain", b'{"n":1}', None),
+        (b"t\xff\xfe", b"k1", b"\x00\x01binary\xff", None),
+        (b"orders", b"key \xc3(cut", b"payload", b'{"X-A":"v\xe9"}'),
+        (b"orders", b"quote\"\nnewline", b"\xf0\x9f\x98", b'{"X-B":"ok"}'),
+    ]
+
+    def rows(self, db):
+        conn = sqlite3.connect(db)
+        try:
+            return sorted(conn.execute(
+                "SELECT CAST(topic AS BLOB), CAST(msg_key AS BLOB), CAST(payload AS BLOB),"
+                " CAST(headers AS BLOB) FROM outbox").fetchall())
+        finally:
+            conn.close()
+
+    def test_hostile_rows_archive_as_valid_utf8_and_restore_byte_identical(self):
+        self.assertEqual(self.outboxctl("init").returncode, 0)
+        for topic, key, payload, headers in self.HOSTILE:
+            self.sql("INSERT INTO outbox(topic, msg_key, payload, headers)"
+                     " VALUES(CAST(? AS TEXT), CAST(? AS TEXT), ?, CAST(? AS TEXT))",
+                     (topic, key, payload, headers))
+        original = self.rows(self.db)
+        archive = os.path.join(self.dir, "archive.jsonl")
+        receiver = self.receiver()
+        self.start(self.config({"*": {"url": receiver.url}}, sweep_interval_ms=100,
+                               retention={"delivered_ms": 1, "interval_ms": 100,
+                                          "archive_path": archive}))
+        # A row the transport refuses (e.g. a header it will not send) goes
+        # dead; the operator marks it delivered so that retention archives it.
+        wait_until(lambda: self.count("status IN (0, 3)") == 0, what="every row sent or dead")
+        for (row_id,) in self.sql("SELECT id FROM outbox WHERE status = 2"):
+            self.assertEqual(self.outboxctl("mark-delivered", "--id", str(row_id)).returncode, 0)
+        wait_until(lambda: self.count() == 0, what="every row archived and purged")
+        files = sorted(glob.glob(archive + "*"))
+        lines = []
+        for path in files:
+            with open(path, "rb") as f:
+                data = f.read()
+            if path.endswith(".gz"):
+                import gzip
+                data = gzip.decompress(data)
+            for line in data.splitlines():
+                lines.append(json.loads(line.decode("utf-8")))  # strict UTF-8
+        self.assertEqual(len(lines), len(self.HOSTILE))
+
+        restored_db = os.path.join(self.dir, "restored.db")
+        subprocess.run([outboxd_test.OUTBOXCTL, "--db", restored_db, "init"], check=True,
+                       capture_output=True)
+        for path in files:
+            result = subprocess.run([outboxd_test.OUTBOXCTL, "--db", restored_db,
+                                     "archive-restore", path], capture_output=True)
+            self.assertEqual(result.returncode, 0, result.stderr)
+        self.assertEqual(self.rows(restored_db), original)
+        # Again: every message is already there, nothing doubles.
+        again = subprocess.run([outboxd_test.OUTBOXCTL, "--db", restored_db, "archive-restore",
+                                files[0]], capture_output=True)
+        self.assertIn(b"restored 0 rows", again.stdout)
+        self.assertEqual(self.rows(restored_db), original)
+
+
+class TopTest(OutboxdTestCase):
+    def test_top_shows_topics_and_breakers_on_80x24_and_quits_with_q(self):
+        if shutil.which("tmux") is None:
+            self.skipTest("tmux is not installed")
+        good = self.receiver()
+        self.start(self.config({"orders": {"url": good.url},
+                                "refunds": {"url": "http://127.0.0.1:1/down"}},
+                               sweep_interval_ms=100))
+        for i in range(3):
+            self.insert("orders", f"o{i}")
+        self.insert("refunds", "r0")
+        wait_until(lambda: self.count("status = 1") == 3, what="orders delivered")
+        socket_name = f"outbox-top-{os.getpid()}"
+        tmux = ["tmux", "-L", socket_name]
+        subprocess.run([*tmux, "new-session", "-d", "-s", "top", "-x", "80", "-y", "24",
+                        f"{outboxd_test.OUTBOXCTL} --db {self.db} top"], check=True)
+        self.addCleanup(subprocess.run, [*tmux, "kill-server"], capture_output=True)
+
+        def screen():
+            shown = subprocess.run([*tmux, "capture-pane", "-p", "-t", "top"],
+                                   capture_output=True, text=True).stdout
+            return shown if "refunds" in shown and "BREAKER" in shown else None
+
+        shown = wait_until(screen, what="top showing topics and breakers")
+        lines = shown.splitlines()
+        self.assertLessEqual(len(lines), 24)
+        self.assertTrue(all(len(line) <= 80 for line in lines), shown)
+        self.assertIn("agents 1", shown)
+        self.assertRegex(shown, r"refunds\s+[01]\s")  # pending or in flight, never dead
+        subprocess.run([*tmux, "send-keys", "-t", "top", "q"], check=True)
+        wait_until(lambda: subprocess.run([*tmux, "has-session", "-t", "top"],
+                                          capture_output=True).returncode != 0,
+                   what="top quit on q")
 
 
 def main():
