@@ -7,6 +7,7 @@
 #include <cstdlib>
 
 #include "util/clock.h"
+#include "util/time_arg.h"
 
 namespace outbox::ctl {
 
@@ -50,6 +51,22 @@ store::Status ParseActionStatus(const std::string& name, std::string_view field)
   if (name == "dead") return store::Status::kDead;
   throw std::invalid_argument(std::string(field) + ": expected pending or dead, not '" + name +
                               "'");
+}
+
+std::int64_t TimeFlag(std::string_view flag, std::string_view text, std::int64_t now_ms) {
+  try {
+    return util::ParseTimeArg(text, now_ms);
+  } catch (const std::invalid_argument& e) {
+    throw std::invalid_argument(std::string(flag) + ": " + e.what());
+  }
+}
+
+std::int64_t DurationFlag(std::string_view flag, std::string_view text) {
+  try {
+    return util::ParseDuration(text);
+  } catch (const std::invalid_argument& e) {
+    throw std::invalid_argument(std::string(flag) + ": " + e.what());
+  }
 }
 
 std::string Rows(std::int64_t n) { return std::to_string(n) + (n == 1 ? " row" : " rows"); }

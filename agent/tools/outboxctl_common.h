@@ -54,6 +54,11 @@ std::string OneLine(std::string_view text, std::size_t max);
 // --status for operator actions: pending or dead only.
 store::Status ParseActionStatus(const std::string& name, std::string_view field);
 
+// util::ParseTimeArg / util::ParseDuration with the flag named in the
+// error: "--since: 'yesterday': expected ...". Throw std::invalid_argument.
+std::int64_t TimeFlag(std::string_view flag, std::string_view text, std::int64_t now_ms);
+std::int64_t DurationFlag(std::string_view flag, std::string_view text);
+
 // "N row(s)".
 std::string Rows(std::int64_t n);
 

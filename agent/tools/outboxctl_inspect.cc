@@ -7,7 +7,6 @@
 #include "row_json.h"
 #include "util/clock.h"
 #include "util/rfc3339.h"
-#include "util/time_arg.h"
 
 namespace outbox::ctl {
 namespace {
@@ -161,7 +160,7 @@ struct AuditArgs {
 
 int RunAudit(const Context& context, const AuditArgs& args) {
   const std::int64_t since =
-      args.since.empty() ? 0 : util::ParseTimeArg(args.since, NowMs(), "--since");
+      args.since.empty() ? 0 : TimeFlag("--since", args.since, NowMs());
   store::Store store = Open(context);
   const std::vector<store::AuditEntry> entries = store::Operator(store).Audit(since, args.limit);
   if (args.json) {

@@ -13,7 +13,6 @@
 #include "util/clock.h"
 #include "util/message_id.h"
 #include "util/rfc3339.h"
-#include "util/time_arg.h"
 
 namespace outbox::ctl {
 namespace {
@@ -116,9 +115,9 @@ std::string IdList(const std::vector<std::int64_t>& ids) {
 int RunReconcile(const Context& context, const ReconcileArgs& args) {
   const std::int64_t now = NowMs();
   std::optional<std::int64_t> since_arg;
-  if (!args.since.empty()) since_arg = util::ParseTimeArg(args.since, now, "--since");
+  if (!args.since.empty()) since_arg = TimeFlag("--since", args.since, now);
   const std::int64_t until =
-      args.until.empty() ? now : util::ParseTimeArg(args.until, now, "--until");
+      args.until.empty() ? now : TimeFlag("--until", args.until, now);
   if (args.settle_ms && *args.settle_ms < 0) {
     throw std::invalid_argument("--settle-ms: expected 0 or more");
   }

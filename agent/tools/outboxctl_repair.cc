@@ -7,7 +7,6 @@
 
 #include "outboxctl_common.h"
 #include "util/clock.h"
-#include "util/time_arg.h"
 
 namespace outbox::ctl {
 namespace {
@@ -39,7 +38,7 @@ store::RowSelector ToSelector(const SelectArgs& args, std::string_view command,
   selector.all = args.all;
   if (!args.status.empty()) selector.status = ParseActionStatus(args.status, "--status");
   if (!args.older_than.empty()) {
-    selector.created_before = NowMs() - util::ParseDuration(args.older_than, "--older-than");
+    selector.created_before = NowMs() - DurationFlag("--older-than", args.older_than);
   }
   const int forms = (selector.id ? 1 : 0) + (selector.topic ? 1 : 0) + (selector.all ? 1 : 0);
   if (forms != 1) {
