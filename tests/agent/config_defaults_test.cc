@@ -87,6 +87,21 @@ TEST(ConfigDefaults, MetricsMaxTopicsIsReadAndChecked) {
   }
 }
 
+TEST(ConfigDefaults, ArchiveKeepIsReadCheckedAndPrinted) {
+  const Config config = ParseConfig(
+      R"({"retention": {"archive_keep": 3}, "topics": {"a": {"url": "http://h/"}}})");
+  EXPECT_EQ(config.options.retention.archive_keep, 3);
+  EXPECT_NE(EffectiveConfigJson(config).find(R"("archive_keep": 3)"), std::string::npos);
+  EXPECT_EQ(ParseConfig(R"({"topics": {"a": {"url": "http://h/"}}})").options.retention.archive_keep,
+            7);
+  try {
+    ParseConfig(R"({"retention": {"archive_keep": 1001}, "topics": {"a": {"url": "http://h/"}}})");
+    FAIL() << "accepted";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_STREQ(e.what(), "retention.archive_keep: expected an integer from 0 to 1000, got 1001");
+  }
+}
+
 TEST(EffectiveConfigJson, ShowsDefaultsAndAdjustedValuesButNoSecret) {
   ::setenv("OUTBOX_TEST_PRINT_TOKEN", "Bearer s3cr3t-token", 1);
   const Config config = ParseConfig(R"({"lease_timeout_ms": 2000, "topics": {
