@@ -99,13 +99,23 @@ std::vector<std::string> Breakers(const std::vector<store::Operator::RuntimeEntr
   return lines;
 }
 
+// "42s", "17m", "5h", "3d": short enough for an 80-column row.
 std::string Age(double seconds) {
-  char text[16];
+  struct Unit {
+    double below;
+    double size;
+    const char* suffix;
+  };
+  static constexpr Unit kUnits[] = {{120, 1, "s"}, {7200, 60, "m"}, {172800, 3600, "h"}};
   if (seconds < 0) return "-";
-  if (seconds < 120) std::snprintf(text, sizeof text, "%.0fs", seconds);
-  else if (seconds < 7200) std::snprintf(text, sizeof text, "%.0fm", seconds / 60);
-  else if (seconds < 172800) std::snprintf(text, sizeof text, "%.0fh", seconds / 3600);
-  else std::snprintf(text, sizeof text, "%.0fd", seconds / 86400);
+  char text[32];
+  for (const Unit& unit : kUnits) {
+    if (seconds < unit.below) {
+      std::snprintf(text, sizeof text, "%.0f%s", seconds / unit.size, unit.suffix);
+      return text;
+    }
+  }
+  std::snprintf(text, sizeof text, "%.0fd", seconds / 86400);
   return text;
 }
 
