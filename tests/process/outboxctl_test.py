@@ -46,6 +46,7 @@ class ReceiverProcess:
     def close(self):
         self.process.kill()
         self.process.wait()
+        self.process.stdout.close()
 
 
 class ReconcileTest(OutboxdTestCase):

@@ -120,6 +120,8 @@ class Daemon:
             stdout=subprocess.DEVNULL,
             stderr=subprocess.PIPE,
             text=True,
+            # A hostile topic or key may reach the log as raw bytes.
+            errors="backslashreplace",
             env=env,
         )
         self._lines = []
