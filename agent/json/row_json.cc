@@ -140,18 +140,21 @@ ArchivedMessage ParseArchiveLine(std::string_view line) {
   if (document.HasParseError() || !document.IsObject()) {
     throw std::invalid_argument("not a JSON object");
   }
+  // Const: clang's C++20 rules find rapidjson's mutable iterator comparison
+  // ambiguous.
+  const rapidjson::Value& object = document;
   const auto text = [&](const char* name, bool required) -> std::optional<std::string> {
     const std::string raw = std::string(name) + "_base64";
-    const auto it = document.FindMember(raw.c_str());
-    if (it != document.MemberEnd()) {
+    const auto it = object.FindMember(raw.c_str());
+    if (it != object.MemberEnd()) {
       if (!it->value.IsString()) throw std::invalid_argument(raw + ": expected a string");
       std::optional<std::string> bytes = util::Base64Decode(
           std::string_view(it->value.GetString(), it->value.GetStringLength()));
       if (!bytes) throw std::invalid_argument(raw + ": not valid base64");
       return bytes;
     }
-    const auto plain = document.FindMember(name);
-    if (plain == document.MemberEnd() || plain->value.IsNull()) {
+    const auto plain = object.FindMember(name);
+    if (plain == object.MemberEnd() || plain->value.IsNull()) {
       if (required) throw std::invalid_argument(std::string(name) + ": missing");
       return std::nullopt;
     }
