@@ -137,6 +137,7 @@ void WriteTopic(Writer& w, const TopicOptions& topic) {
   WriteEndpoint(w, topic.endpoint);
   Int(w, "workers", topic.workers);
   Int(w, "queue_capacity", topic.queue_capacity);
+  Int(w, "queue_bytes", topic.queue_bytes);
   Key(w, "retry");
   w.StartObject();
   String(w, "strategy", store::BackoffName(topic.retry.backoff));

@@ -198,7 +198,7 @@ class ArchiveRestoreTest(OutboxdTestCase):
         try:
             return sorted(conn.execute(
                 "SELECT CAST(topic AS BLOB), CAST(msg_key AS BLOB), CAST(payload AS BLOB),"
-                " CAST(headers AS BLOB) FROM outbox").fetchall())
+                " CAST(headers AS BLOB) FROM outbox_message").fetchall())
         finally:
             conn.close()
 
