@@ -18,6 +18,7 @@ import shutil
 import sqlite3
 import subprocess
 import sys
+import time
 import unittest
 import urllib.error
 import urllib.request
@@ -95,7 +96,8 @@ class ReconcileTest(OutboxdTestCase):
         # An acknowledgement was lost: applied there, dead here.
         self.sql("UPDATE outbox SET status = 2, last_error = 'timeout' WHERE id = ?", (ack_lost,))
         # Another device shares the receiver.
-        self.receiver_sql("INSERT INTO outbox_inbox(key, received_at) VALUES('f' || hex(randomblob(8)), 1)")
+        self.receiver_sql("INSERT INTO outbox_inbox(key, received_at)"
+                          " VALUES('f' || hex(randomblob(8)), ?)", (int(time.time() * 1000),))
 
         code, report = self.reconcile()
         self.assertEqual(code, 3, report)
@@ -122,10 +124,13 @@ class ReconcileTest(OutboxdTestCase):
         self.assertTrue(all(entry["actor"] and entry["host"] for entry in audit), audit)
 
     def test_receiver_exports_keys_by_window(self):
+        # Recent times: the receiver's purge (30 days) must not take them.
+        t = int(time.time() * 1000) - 60_000
         self.receiver_sql("INSERT INTO outbox_inbox(key, received_at, source) VALUES"
-                          " ('a', 100, 'urn:one'), ('b', 200, 'urn:two'), ('c', 300, 'urn:one')")
+                          " ('a', ?, 'urn:one'), ('b', ?, 'urn:two'), ('c', ?, 'urn:one')",
+                          (t + 100, t + 200, t + 300))
         self.assertEqual(self.receiving.keys("?source=urn:one").split(), ["a", "c"])
-        self.assertEqual(self.receiving.keys("?since=150&until=300").split(), ["b"])
+        self.assertEqual(self.receiving.keys(f"?since={t + 150}&until={t + 300}").split(), ["b"])
         with self.assertRaises(urllib.error.HTTPError) as refused:
             self.receiving.keys("?since=yesterday")
         self.assertEqual(refused.exception.code, 400)
