@@ -461,6 +461,13 @@ TopicOptions ReadTopic(Section& topic, const Options& options) {
   if (auto mqtt = topic.Object("mqtt")) ReadMqtt(*mqtt, endpoint.mqtt);
   if (auto retry = topic.Object("retry")) ReadRetry(*retry, result.retry);
   if (auto breaker = topic.Object("breaker")) ReadBreaker(*breaker, result.breaker);
+  // Checked against the database at start-up and by --check-config.
+  for (const auto& [key, sql] : {std::pair{"on_delivered", &result.hooks.on_delivered_sql},
+                                 std::pair{"on_dead", &result.hooks.on_dead_sql}}) {
+    if (topic.Read(key, *sql) && sql->find_first_not_of(" \t\r\n;") == std::string::npos) {
+      Fail(topic.PathOf(key), "expected one SQL statement, got an empty string");
+    }
+  }
   topic.WarnUnknown();
 
   // A request outliving its lease could be sent again by another agent while

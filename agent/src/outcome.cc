@@ -17,11 +17,13 @@ Decision RescheduleOrDead(const store::Row& row, const HandlerResult& result,
   if (cost && store::AttemptsExhausted(policy, d.failures)) {
     d.action = Action::kDead;
     d.error = TruncateError(error + " (after " + std::to_string(d.failures) + " attempts)");
+    d.dead_reason = "attempts";
     return d;
   }
   if (cost && store::AgeExhausted(policy, row.created_at, now)) {
     d.action = Action::kDead;
     d.error = TruncateError(error + " (older than retry.max_age_ms)");
+    d.dead_reason = "age";
     return d;
   }
   d.action = Action::kReschedule;
@@ -84,6 +86,7 @@ Decision Decide(const store::Row& row, const HandlerResult& result, const Endpoi
         d.count_attempt = true;
         d.failures = AttemptsPlus(row.attempts, 1);
         d.error = Describe(result);
+        d.dead_reason = "permanent";
         return d;
       }
     case Outcome::kEndpointFailure:
@@ -107,6 +110,26 @@ Decision Decide(const store::Row& row, const HandlerResult& result, const Endpoi
   d.endpoint_failure = true;
   d.configuration_failure = configuration;
   return d;
+}
+
+CompletionRetry DecideCompletionFailure(const store::Row& row,
+                                        const store::RetryPolicy& topic_policy,
+                                        std::string_view hook_error, std::int64_t now,
+                                        double unit_random) {
+  CompletionRetry r;
+  const store::RetryPolicy policy = store::EffectivePolicy(topic_policy, row.retry);
+  // Send attempts before the acknowledgement are not the hook's failures.
+  r.failures = row.acked_at ? AttemptsPlus(row.attempts, 1) : 1;
+  std::string error = "on_delivered failed: ";
+  error.append(hook_error);
+  if (store::AttemptsExhausted(policy, r.failures)) {
+    r.dead = true;
+    r.error = TruncateError(error + " (after " + std::to_string(r.failures) + " completions)");
+    return r;
+  }
+  r.next_attempt_at = now + store::RetryDelayMs(policy, r.failures, unit_random);
+  r.error = TruncateError(std::move(error));
+  return r;
 }
 
 }  // namespace outbox::agent

@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <string>
+#include <string_view>
 
 #include "outbox/agent.h"
 
@@ -52,6 +53,8 @@ struct Decision {
   std::int64_t delay_ms = 0;         // kReschedule
   int failures = 0;                  // attempts after this one is counted
   std::string error;                 // for last_error, truncated
+  // kDead: why, for the dead_reason column ("permanent", "attempts", "age").
+  std::string dead_reason;
   // What the answer says about the endpoint, for its breaker.
   bool endpoint_gone = false;          // 410: send nothing more there
   bool endpoint_failure = false;       // counts toward opening the breaker
@@ -61,5 +64,20 @@ struct Decision {
 // The outcome rules. `unit_random` in [0, 1) jitters the retry delay.
 Decision Decide(const store::Row& row, const HandlerResult& result, const EndpointHealth& health,
                 const store::RetryPolicy& topic_policy, std::int64_t now, double unit_random);
+
+// A completion hook failed after the receiver acknowledged the row: the
+// message is not sent again, only its completion is retried, on the topic's
+// retry schedule. The row's attempts count failed completions from the
+// first one on; at max_attempts the row is dead (dead_reason "hook").
+struct CompletionRetry {
+  bool dead = false;
+  int failures = 0;                  // the row's attempts after this one
+  std::int64_t next_attempt_at = 0;  // !dead
+  std::string error;                 // for last_error, truncated
+};
+CompletionRetry DecideCompletionFailure(const store::Row& row,
+                                        const store::RetryPolicy& topic_policy,
+                                        std::string_view hook_error, std::int64_t now,
+                                        double unit_random);
 
 }  // namespace outbox::agent

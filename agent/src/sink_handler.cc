@@ -30,6 +30,7 @@ HandlerResult FromResult(transport::Result result) {
   out.configuration_failure = result.configuration_failure;
   out.retry_after_ms = result.retry_after_ms;
   out.error = std::move(result.error);
+  out.response = std::move(result.response_body);
   return out;
 }
 

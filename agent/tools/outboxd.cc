@@ -51,9 +51,32 @@ int main(int argc, char** argv) {
     for (const std::string& warning : config.warnings) {
       std::cerr << "outboxd: warning: " << options.config_path << ": " << warning << '\n';
     }
+    bool any_hook = false;
+    for (const auto& [name, topic] : config.options.topics) {
+      any_hook = any_hook || !topic.hooks.on_delivered_sql.empty() ||
+                 !topic.hooks.on_dead_sql.empty();
+    }
+    bool hooks_checked = false;
+    if (any_hook) {
+      config.options.db_path = options.db_path;
+      try {
+        hooks_checked = outbox::agent::CheckHookSql(config.options);
+      } catch (const std::invalid_argument& e) {
+        std::cerr << "outboxd: " << e.what() << '\n';
+        return outbox::daemon::kExitUsage;
+      } catch (const std::exception& e) {
+        std::cerr << "outboxd: " << e.what() << '\n';
+        return outbox::daemon::kExitFailure;
+      }
+    }
     const std::size_t topics = config.options.topics.size();
     std::cout << options.config_path << ": ok (" << topics << " topic"
-              << (topics == 1 ? "" : "s") << ")\n";
+              << (topics == 1 ? "" : "s") << ")";
+    if (any_hook && !hooks_checked) {
+      std::cout << "; hooks not checked: " << options.db_path
+                << " does not exist yet (they are checked at start-up)";
+    }
+    std::cout << "\n";
     return outbox::daemon::kExitOk;
   }
 

@@ -279,6 +279,17 @@ inline constexpr char kMarkDead[] =
     " last_attempt_at = ?3, updated_at = ?3"
     " WHERE id = ?1 AND status = 3 AND lease_token = ?2";
 
+// A completion hook failed after the receiver acknowledged the row: in
+// flight → pending with acked_at kept from the first acknowledgement; only
+// the completion is retried (never the send), due at ?5. attempts counts the
+// failed completions (?4).
+// ?1 id, ?2 token, ?3 now, ?4 attempts, ?5 next_attempt_at, ?6 error
+inline constexpr char kAcknowledge[] =
+    "UPDATE outbox SET status = 0, acked_at = coalesce(acked_at, ?3), attempts = ?4,"
+    " next_attempt_at = ?5, last_error = ?6, lease_owner = NULL, lease_expires_at = NULL,"
+    " quarantined = 0, last_attempt_at = ?3, updated_at = ?3"
+    " WHERE id = ?1 AND status = 3 AND lease_token = ?2";
+
 // A revert hands the row back as it was before the claim: due now, nothing
 // counted, last_attempt_at untouched (the send never started).
 // ?1 id, ?2 token, ?3 now

@@ -427,6 +427,20 @@ bool Store::MarkDead(const Lease& lease, bool count_attempt, std::string_view er
   });
 }
 
+bool Store::Acknowledge(const Lease& lease, int attempts, std::int64_t next_attempt_at,
+                        std::string_view error, std::int64_t now) {
+  return Wrap("acknowledge", [&] {
+    StatementUse q(impl_->Prepare(sql::kAcknowledge));
+    q->bind(1, lease.id);
+    q->bind(2, lease.token);
+    q->bind(3, now);
+    q->bind(4, attempts);
+    q->bind(5, next_attempt_at);
+    q->bind(6, std::string(error));
+    return q->exec() == 1;
+  });
+}
+
 bool Store::Revert(const Lease& lease, std::int64_t now) {
   return Wrap("revert", [&] { return impl_->Transition(sql::kRevert, lease, now); });
 }

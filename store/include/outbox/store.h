@@ -472,6 +472,12 @@ class Store {
   // attempts + 1 when `count_attempt`.
   bool MarkDead(const Lease& lease, bool count_attempt, std::string_view error,
                 std::int64_t now, std::string_view dead_reason = "permanent");
+  // in flight → pending, acknowledged by the receiver but its completion
+  // (a hook) failed: acked_at is set (kept if already set), attempts becomes
+  // `attempts` (failed completions), the row is due again at
+  // `next_attempt_at` and is never sent again, only completed.
+  bool Acknowledge(const Lease& lease, int attempts, std::int64_t next_attempt_at,
+                   std::string_view error, std::int64_t now);
   // in flight → pending at once, no attempt counted (pool full, clean stop).
   bool Revert(const Lease& lease, std::int64_t now);
 

@@ -157,6 +157,9 @@ struct EndpointOptions {
   std::int64_t max_retry_after_ms = 3'600'000;
   // Bytes of a failed response's body kept in Result::error.
   std::size_t max_error_body_bytes = 1024;
+  // Bytes of a 2xx response's body handed back in Result::response_body (for
+  // completion hooks that store a receiver-assigned id). 0 = none kept.
+  std::size_t response_body_bytes = 0;
   TlsOptions tls;
 };
 
@@ -281,6 +284,9 @@ struct Result {
   // Why it failed, for last_error: libcurl's text, "aborted", or "HTTP 503:
   // <body excerpt>". Never holds configured header values or secrets.
   std::string error;
+  // The start of a 2xx response's body, at most response_body_bytes (HTTP
+  // only; other sinks leave it empty).
+  std::string response_body;
   // Body bytes sent (the request size for metrics).
   std::size_t request_bytes = 0;
   // Wall time of the attempt, microseconds.
