@@ -39,10 +39,9 @@ struct DeliveredJob {
   void Fail(store::Store& s, const std::string& hook_error) {
     const CompletionRetry retry = DecideCompletionFailure(row, policy, hook_error, now, unit);
     error = retry.error;
-    if (retry.dead) {
-      if (s.MarkDead(lease, false, retry.error, now, "hook")) result = Result::kDead;
-    } else if (s.Acknowledge(lease, retry.failures, retry.next_attempt_at, retry.error, now)) {
-      result = Result::kPending;
+    if (s.Acknowledge(lease, retry.failures, retry.next_attempt_at, retry.error, now,
+                      retry.dead)) {
+      result = retry.dead ? Result::kDead : Result::kPending;
     }
   }
 };

@@ -134,10 +134,20 @@ void Bind(sqlite3_stmt* statement, const Completion& c) {
     BindText(statement, ":headers", c.headers_json);
   }
   BindInt(statement, ":attempts", c.attempts);
-  BindInt(statement, ":status_code", c.status_code);
-  // As valid UTF-8 so that json_extract(:response, ...) works.
-  const std::string response = util::ToValidUtf8(c.response);
-  BindText(statement, ":response", response);
+  if (c.status_code == 0 && c.response.empty()) {
+    // No answer to hand on (a retried completion: the answer is not
+    // stored): NULL, on which json_extract gives NULL instead of failing.
+    for (const char* name : {":status_code", ":response"}) {
+      if (const int index = sqlite3_bind_parameter_index(statement, name); index > 0) {
+        sqlite3_bind_null(statement, index);
+      }
+    }
+  } else {
+    BindInt(statement, ":status_code", c.status_code);
+    // As valid UTF-8 so that json_extract(:response, ...) works.
+    const std::string response = util::ToValidUtf8(c.response);
+    BindText(statement, ":response", response);
+  }
   BindText(statement, ":last_error", c.last_error);
   BindText(statement, ":dead_reason", c.dead_reason);
   BindInt(statement, ":now", c.now_ms);

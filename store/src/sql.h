@@ -280,12 +280,14 @@ inline constexpr char kMarkDead[] =
     " WHERE id = ?1 AND status = 3 AND lease_token = ?2";
 
 // A completion hook failed after the receiver acknowledged the row: in
-// flight → pending with acked_at kept from the first acknowledgement; only
-// the completion is retried (never the send), due at ?5. attempts counts the
-// failed completions (?4).
-// ?1 id, ?2 token, ?3 now, ?4 attempts, ?5 next_attempt_at, ?6 error
+// flight → pending (?7 = 0) with acked_at kept from the first
+// acknowledgement, so that only the completion is retried (never the send),
+// due at ?5; or, its completions spent, dead (?7 = 2) with dead_reason
+// 'hook'. attempts counts the failed completions (?4).
+// ?1 id, ?2 token, ?3 now, ?4 attempts, ?5 next_attempt_at, ?6 error, ?7 status
 inline constexpr char kAcknowledge[] =
-    "UPDATE outbox SET status = 0, acked_at = coalesce(acked_at, ?3), attempts = ?4,"
+    "UPDATE outbox SET status = ?7, acked_at = coalesce(acked_at, ?3), attempts = ?4,"
+    " dead_reason = CASE WHEN ?7 = 2 THEN 'hook' ELSE dead_reason END,"
     " next_attempt_at = ?5, last_error = ?6, lease_owner = NULL, lease_expires_at = NULL,"
     " quarantined = 0, last_attempt_at = ?3, updated_at = ?3"
     " WHERE id = ?1 AND status = 3 AND lease_token = ?2";

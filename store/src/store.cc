@@ -428,7 +428,7 @@ bool Store::MarkDead(const Lease& lease, bool count_attempt, std::string_view er
 }
 
 bool Store::Acknowledge(const Lease& lease, int attempts, std::int64_t next_attempt_at,
-                        std::string_view error, std::int64_t now) {
+                        std::string_view error, std::int64_t now, bool dead) {
   return Wrap("acknowledge", [&] {
     StatementUse q(impl_->Prepare(sql::kAcknowledge));
     q->bind(1, lease.id);
@@ -437,6 +437,7 @@ bool Store::Acknowledge(const Lease& lease, int attempts, std::int64_t next_atte
     q->bind(4, attempts);
     q->bind(5, next_attempt_at);
     q->bind(6, std::string(error));
+    q->bind(7, static_cast<int>(dead ? Status::kDead : Status::kPending));
     return q->exec() == 1;
   });
 }

@@ -167,10 +167,10 @@ struct NewMessage {
   // Optional JSON object of string values (extra HTTP headers); "" = none.
   std::string headers_json;
   RetryOverride retry;  // per-row policy; empty = the topic's defaults
-  std::optional<std::string> schema_version;
-  std::optional<std::string> ordering_key;
-  std::optional<std::int64_t> deliver_at;
-  std::optional<std::int64_t> expires_at;
+  std::optional<std::string> schema_version = {};
+  std::optional<std::string> ordering_key = {};
+  std::optional<std::int64_t> deliver_at = {};
+  std::optional<std::int64_t> expires_at = {};
 };
 
 struct EnqueueOptions {
@@ -475,9 +475,11 @@ class Store {
   // in flight → pending, acknowledged by the receiver but its completion
   // (a hook) failed: acked_at is set (kept if already set), attempts becomes
   // `attempts` (failed completions), the row is due again at
-  // `next_attempt_at` and is never sent again, only completed.
+  // `next_attempt_at` and is never sent again, only completed. With `dead`,
+  // the completions are spent: dead with dead_reason "hook" instead (an
+  // operator retry then retries the completion, not the send).
   bool Acknowledge(const Lease& lease, int attempts, std::int64_t next_attempt_at,
-                   std::string_view error, std::int64_t now);
+                   std::string_view error, std::int64_t now, bool dead = false);
   // in flight → pending at once, no attempt counted (pool full, clean stop).
   bool Revert(const Lease& lease, std::int64_t now);
 
