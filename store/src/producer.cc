@@ -175,10 +175,6 @@ struct Producer::Impl {
       sqlite3_bind_null(q, 6);
     }
     BindOptional(q, 7, message.retry.first_interval_ms);
-    if (message.schema_version) BindText(q, 8, *message.schema_version);
-    if (message.ordering_key) BindText(q, 9, *message.ordering_key);
-    BindOptional(q, 10, message.deliver_at);
-    BindOptional(q, 11, message.expires_at);
     if (sqlite3_step(q) != SQLITE_DONE) ThrowInsertError(db, message);
     return {sqlite3_last_insert_rowid(db), true};
   }

@@ -167,35 +167,12 @@ ALTER TABLE outbox ADD COLUMN lease_boot_id TEXT;
 ALTER TABLE outbox ADD COLUMN lease_boot_until INTEGER;
 )sql";
 
-// PROVISIONAL stand-in for main's migration 4 (reverted before merging main).
-inline constexpr char kMigration4[] = R"sql(
-ALTER TABLE outbox ADD COLUMN schema_version TEXT;
-ALTER TABLE outbox ADD COLUMN ordering_key TEXT;
-ALTER TABLE outbox ADD COLUMN deliver_at INTEGER;
-ALTER TABLE outbox ADD COLUMN expires_at INTEGER;
-ALTER TABLE outbox ADD COLUMN dead_reason TEXT;
-ALTER TABLE outbox ADD COLUMN acked_at INTEGER;
-CREATE INDEX outbox_expiry ON outbox(expires_at) WHERE expires_at IS NOT NULL AND status = 0;
-CREATE TRIGGER outbox_check_insert_4 BEFORE INSERT ON outbox
-BEGIN
-  SELECT RAISE(ABORT, 'outbox: deliver_at: more than 366 days ahead')
-   WHERE NEW.deliver_at IS NOT NULL AND NEW.deliver_at > )sql" OUTBOX_NOW_MS R"sql( + 31622400000;
-END;
-CREATE TRIGGER outbox_deliver_at AFTER INSERT ON outbox
-  WHEN NEW.deliver_at IS NOT NULL AND NEW.deliver_at > NEW.next_attempt_at
-BEGIN
-  UPDATE outbox SET next_attempt_at = NEW.deliver_at WHERE id = NEW.id;
-END;
-)sql";
-
 // --- enqueue -------------------------------------------------------------------
 
 inline constexpr char kInsert[] =
     "INSERT INTO outbox(topic, msg_key, payload, headers, max_attempts, backoff,"
-    " first_interval_ms, next_attempt_at, created_at, updated_at, schema_version, ordering_key,"
-    " deliver_at, expires_at)"
-    " VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7, " OUTBOX_NOW_MS ", " OUTBOX_NOW_MS ", " OUTBOX_NOW_MS
-    ", ?8, ?9, ?10, ?11)";
+    " first_interval_ms, next_attempt_at, created_at, updated_at)"
+    " VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7, " OUTBOX_NOW_MS ", " OUTBOX_NOW_MS ", " OUTBOX_NOW_MS ")";
 inline constexpr char kFindByKey[] = "SELECT id FROM outbox WHERE topic = ? AND msg_key = ?";
 inline constexpr char kGetLimits[] =
     "SELECT max_payload_bytes, max_pending, max_db_bytes FROM outbox_limits";
@@ -208,8 +185,7 @@ inline constexpr char kSetLimits[] =
   "id, topic, msg_key, payload, headers, status, attempts, max_attempts,"      \
   " backoff, first_interval_ms, next_attempt_at, lease_owner, lease_token,"    \
   " lease_expires_at, last_error, created_at, updated_at, last_attempt_at,"    \
-  " crashes, quarantined, operator_retries, schema_version, ordering_key,"      \
-  " deliver_at, expires_at, dead_reason, acked_at"
+  " crashes, quarantined, operator_retries"
 
 // lease_token counts claims. Another application may have written anything
 // there: a token that cannot grow as an integer (INT64_MAX would turn into a
@@ -274,7 +250,7 @@ inline constexpr char kReschedule[] =
 
 // ?1 id, ?2 token, ?3 now, ?4 attempts increment, ?5 error
 inline constexpr char kMarkDead[] =
-    "UPDATE outbox SET status = 2, attempts = attempts + ?4, last_error = ?5, dead_reason = ?6,"
+    "UPDATE outbox SET status = 2, attempts = attempts + ?4, last_error = ?5,"
     " lease_owner = NULL, lease_expires_at = NULL, quarantined = 0,"
     " last_attempt_at = ?3, updated_at = ?3"
     " WHERE id = ?1 AND status = 3 AND lease_token = ?2";

@@ -41,7 +41,7 @@ class RawTransaction;  // the store's transaction guard (internal)
 }
 
 // Bump with every migration in store/src/schema.cc.
-inline constexpr int kSchemaVersion = 4;
+inline constexpr int kSchemaVersion = 3;
 // Keys longer than this are rejected (they end up in HTTP headers and logs).
 inline constexpr std::size_t kMaxKeyBytes = 255;
 
@@ -167,10 +167,6 @@ struct NewMessage {
   // Optional JSON object of string values (extra HTTP headers); "" = none.
   std::string headers_json;
   RetryOverride retry;  // per-row policy; empty = the topic's defaults
-  std::optional<std::string> schema_version = {};
-  std::optional<std::string> ordering_key = {};
-  std::optional<std::int64_t> deliver_at = {};
-  std::optional<std::int64_t> expires_at = {};
 };
 
 struct EnqueueOptions {
@@ -352,12 +348,6 @@ struct Row {
   bool quarantined = false;
   // Times an operator reset it from dead.
   int operator_retries = 0;
-  std::optional<std::string> schema_version;
-  std::optional<std::string> ordering_key;
-  std::optional<std::int64_t> deliver_at;
-  std::optional<std::int64_t> expires_at;
-  std::optional<std::string> dead_reason;
-  std::optional<std::int64_t> acked_at;
 };
 
 // Rows of one topic in one status.
@@ -471,7 +461,7 @@ class Store {
   // in flight → dead with `error` (permanent failure or budget exhausted);
   // attempts + 1 when `count_attempt`.
   bool MarkDead(const Lease& lease, bool count_attempt, std::string_view error,
-                std::int64_t now, std::string_view dead_reason = "permanent");
+                std::int64_t now);
   // in flight → pending, acknowledged by the receiver but its completion
   // (a hook) failed: acked_at is set (kept if already set), attempts becomes
   // `attempts` (failed completions), the row is due again at
