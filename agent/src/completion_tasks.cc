@@ -126,7 +126,7 @@ Writer::Task DeadTask(Runtime& rt, std::shared_ptr<const RouteHooks> hooks,
   task.apply = [job](store::Store& s) {
     job->hook_error.clear();
     const auto mark = [&] {
-      return s.MarkDead(job->lease, job->count_attempt, job->error, job->now, job->reason);
+      return s.MarkDead(job->lease, job->count_attempt, job->error, job->reason, job->now);
     };
     if (!job->hooks || !job->hooks->on_dead) {
       mark();
@@ -140,14 +140,14 @@ Writer::Task DeadTask(Runtime& rt, std::shared_ptr<const RouteHooks> hooks,
       // Dead anyway; the operator learns from last_error why the
       // application's state did not follow.
       job->hook_error = run.error;
-      s.MarkDead(job->lease, job->count_attempt, job->WithHookError(run.error), job->now,
-                 job->reason);
+      s.MarkDead(job->lease, job->count_attempt, job->WithHookError(run.error), job->reason,
+                 job->now);
     }
   };
   task.apply_after_abort = [job](store::Store& s, const std::string& failure) {
     job->hook_error = failure;
-    s.MarkDead(job->lease, job->count_attempt, job->WithHookError(failure), job->now,
-               job->reason);
+    s.MarkDead(job->lease, job->count_attempt, job->WithHookError(failure), job->reason,
+               job->now);
   };
   task.after_commit = [job] {
     if (!job->hook_error.empty()) {

@@ -62,7 +62,8 @@ void DeliveryWorker::Work(Route& route, int index, std::vector<store::Claimed>& 
       } catch (const std::invalid_argument& e) {
         // Written by another application without our triggers: the row can
         // never be sent as it is.
-        FinishDead(route, item, std::string("malformed row: ") + e.what(), true, "permanent");
+        FinishDead(route, item, std::string("malformed row: ") + e.what(), true,
+                   store::dead_reason::kPermanent);
         continue;
       }
       if (item.row.acked_at) {

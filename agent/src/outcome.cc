@@ -16,14 +16,14 @@ Decision RescheduleOrDead(const store::Row& row, const HandlerResult& result,
   d.failures = AttemptsPlus(row.attempts, cost ? 1 : 0);
   if (cost && store::AttemptsExhausted(policy, d.failures)) {
     d.action = Action::kDead;
+    d.dead_reason = store::dead_reason::kAttempts;
     d.error = TruncateError(error + " (after " + std::to_string(d.failures) + " attempts)");
-    d.dead_reason = "attempts";
     return d;
   }
   if (cost && store::AgeExhausted(policy, row.created_at, now)) {
     d.action = Action::kDead;
+    d.dead_reason = store::dead_reason::kAge;
     d.error = TruncateError(error + " (older than retry.max_age_ms)");
-    d.dead_reason = "age";
     return d;
   }
   d.action = Action::kReschedule;
@@ -83,10 +83,10 @@ Decision Decide(const store::Row& row, const HandlerResult& result, const Endpoi
       } else {
         Decision d;
         d.action = Action::kDead;
+        d.dead_reason = store::dead_reason::kPermanent;
         d.count_attempt = true;
         d.failures = AttemptsPlus(row.attempts, 1);
         d.error = Describe(result);
-        d.dead_reason = "permanent";
         return d;
       }
     case Outcome::kEndpointFailure:
