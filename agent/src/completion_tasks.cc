@@ -49,13 +49,14 @@ struct DeliveredJob {
 struct DeadJob {
   Runtime& rt;
   std::shared_ptr<const RouteHooks> hooks;
-  store::Lease lease;
   store::Row row;
-  bool count_attempt = false;
+  MarkDeadFn mark;
   std::string error;
   std::string reason;
   std::int64_t now = 0;
+  std::function<void()> after;
   std::string hook_error;
+  bool died = false;
 
   std::string WithHookError(const std::string& failure) const {
     return TruncateError(error + "; on_dead failed: " + failure);
@@ -116,44 +117,44 @@ Writer::Task DeliveredTask(Runtime& rt, std::shared_ptr<const RouteHooks> hooks,
   return task;
 }
 
-Writer::Task DeadTask(Runtime& rt, std::shared_ptr<const RouteHooks> hooks,
-                      const store::Lease& lease, const store::Row& row, bool count_attempt,
-                      std::string error, std::string reason, std::int64_t now) {
-  auto job = std::make_shared<DeadJob>(DeadJob{rt, std::move(hooks), lease, row, count_attempt,
+Writer::Task DeadTask(Runtime& rt, std::shared_ptr<const RouteHooks> hooks, const store::Row& row,
+                      MarkDeadFn mark, std::string error, std::string reason, std::int64_t now,
+                      std::function<void()> after) {
+  auto job = std::make_shared<DeadJob>(DeadJob{rt, std::move(hooks), row, std::move(mark),
                                                TruncateError(std::move(error)),
-                                               std::move(reason), now, {}});
+                                               std::move(reason), now, std::move(after), {},
+                                               false});
   Writer::Task task;
   task.apply = [job](store::Store& s) {
     job->hook_error.clear();
-    const auto mark = [&] {
-      return s.MarkDead(job->lease, job->count_attempt, job->error, job->reason, job->now);
-    };
+    job->died = false;
     if (!job->hooks || !job->hooks->on_dead) {
-      mark();
+      job->died = job->mark(s, job->error);
       return;
     }
     Completion c = ToCompletion(job->row, job->now);
     c.last_error = job->error;
     c.dead_reason = job->reason;
-    const HookRun run = RunWithHook(Connection(s), mark, job->hooks->on_dead, c);
+    const HookRun run = RunWithHook(
+        Connection(s), [&] { return job->mark(s, job->error); }, job->hooks->on_dead, c);
+    job->died = run.changed;
     if (run.changed && !run.ok) {
       // Dead anyway; the operator learns from last_error why the
       // application's state did not follow.
       job->hook_error = run.error;
-      s.MarkDead(job->lease, job->count_attempt, job->WithHookError(run.error), job->reason,
-                 job->now);
+      job->died = job->mark(s, job->WithHookError(run.error));
     }
   };
   task.apply_after_abort = [job](store::Store& s, const std::string& failure) {
     job->hook_error = failure;
-    s.MarkDead(job->lease, job->count_attempt, job->WithHookError(failure), job->reason,
-               job->now);
+    job->died = job->mark(s, job->WithHookError(failure));
   };
   task.after_commit = [job] {
     if (!job->hook_error.empty()) {
       job->rt.log->error("on_dead failed topic={} id={} key={}: {}", job->row.topic, job->row.id,
                          job->row.key, job->hook_error);
     }
+    if (job->died && job->after) job->after();
   };
   return task;
 }

@@ -24,10 +24,15 @@ Writer::Task DeliveredTask(Runtime& rt, std::shared_ptr<const RouteHooks> hooks,
                            const store::Lease& lease, const store::Row& row, Answer answer,
                            const store::RetryPolicy& policy, std::int64_t now);
 
-// in flight → dead with `error` and `reason`, then on_dead (if any). A
-// failing on_dead leaves the row dead with the hook's error added.
-Writer::Task DeadTask(Runtime& rt, std::shared_ptr<const RouteHooks> hooks,
-                      const store::Lease& lease, const store::Row& row, bool count_attempt,
-                      std::string error, std::string reason, std::int64_t now);
+// Makes the row dead with the given last_error; false when it no longer can
+// (the lease was lost, the row is no longer pending).
+using MarkDeadFn = std::function<bool(store::Store&, const std::string& error)>;
+
+// The row → dead through `mark` with `error`, then on_dead (if any) with
+// `reason`. A failing on_dead leaves the row dead with the hook's error added
+// to last_error. `after` runs after the commit if the row did die.
+Writer::Task DeadTask(Runtime& rt, std::shared_ptr<const RouteHooks> hooks, const store::Row& row,
+                      MarkDeadFn mark, std::string error, std::string reason, std::int64_t now,
+                      std::function<void()> after = {});
 
 }  // namespace outbox::agent

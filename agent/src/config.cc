@@ -461,6 +461,7 @@ TopicOptions ReadTopic(Section& topic, const Options& options) {
   if (auto mqtt = topic.Object("mqtt")) ReadMqtt(*mqtt, endpoint.mqtt);
   if (auto retry = topic.Object("retry")) ReadRetry(*retry, result.retry);
   if (auto breaker = topic.Object("breaker")) ReadBreaker(*breaker, result.breaker);
+  topic.Read("ttl_ms", result.ttl_ms, kNonNegative);
   // Checked against the database at start-up and by --check-config.
   for (const auto& [key, sql] : {std::pair{"on_delivered", &result.hooks.on_delivered_sql},
                                  std::pair{"on_dead", &result.hooks.on_dead_sql}}) {

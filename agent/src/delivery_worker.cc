@@ -66,6 +66,11 @@ void DeliveryWorker::Work(Route& route, int index, std::vector<store::Claimed>& 
                    store::dead_reason::kPermanent);
         continue;
       }
+      if (IsExpired(item.row, route.options.ttl_ms, rt_.clock->WallMs())) {
+        // Past its deadline before this attempt started: never sent.
+        FinishExpired(route, item);
+        continue;
+      }
       if (item.row.acked_at) {
         // The receiver has it; only the completion (a hook that failed) is
         // left to do. Never sent again.
@@ -220,10 +225,25 @@ void DeliveryWorker::FinishDead(Route& route, const Loaded& item, const std::str
                                 bool count_attempt, std::string reason) {
   const std::int64_t now = rt_.clock->WallMs();
   rt_.metrics->Dead(item.row.topic);
-  rt_.writer->Submit(DeadTask(rt_, route.hooks, item.lease, item.row, count_attempt, error,
-                              std::move(reason), now));
+  MarkDeadFn mark = [lease = item.lease, count_attempt, reason, now](store::Store& s,
+                                                                     const std::string& text) {
+    return s.MarkDead(lease, count_attempt, text, reason, now);
+  };
+  rt_.writer->Submit(
+      DeadTask(rt_, route.hooks, item.row, std::move(mark), error, std::move(reason), now));
   rt_.log->warn("dead-lettered topic={} id={} key={} error={}", item.row.topic, item.row.id,
                 item.row.key, error);
+}
+
+void DeliveryWorker::FinishExpired(Route& route, const Loaded& item) {
+  const std::int64_t now = rt_.clock->WallMs();
+  rt_.metrics->Expired(item.row.topic);
+  MarkDeadFn mark = [lease = item.lease, now](store::Store& s, const std::string& text) {
+    return s.MarkDead(lease, false, text, store::dead_reason::kExpired, now);
+  };
+  rt_.writer->Submit(DeadTask(rt_, route.hooks, item.row, std::move(mark), "expired",
+                              store::dead_reason::kExpired, now));
+  rt_.log->warn("expired topic={} id={} key={}", item.row.topic, item.row.id, item.row.key);
 }
 
 }  // namespace outbox::agent

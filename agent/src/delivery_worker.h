@@ -42,6 +42,7 @@ class DeliveryWorker {
   void FinishDelivered(Route& route, std::span<Loaded> items, const HandlerResult* answer);
   void FinishDead(Route& route, const Loaded& item, const std::string& error, bool count_attempt,
                   std::string reason);
+  void FinishExpired(Route& route, const Loaded& item);
 
   Runtime& rt_;
 };

@@ -112,6 +112,15 @@ Decision Decide(const store::Row& row, const HandlerResult& result, const Endpoi
   return d;
 }
 
+bool IsExpired(const store::Row& row, std::int64_t ttl_ms, std::int64_t now) {
+  if (now < store::kSaneWallFloorMs) return false;
+  if (row.expires_at) return *row.expires_at >= store::kSaneWallFloorMs && *row.expires_at <= now;
+  // In doubles: created_at may hold anything another application wrote.
+  return ttl_ms > 0 && row.created_at >= store::kSaneWallFloorMs &&
+         static_cast<double>(row.created_at) + static_cast<double>(ttl_ms) <=
+             static_cast<double>(now);
+}
+
 CompletionRetry DecideCompletionFailure(const store::Row& row,
                                         const store::RetryPolicy& topic_policy,
                                         std::string_view hook_error, std::int64_t now,

@@ -64,6 +64,11 @@ struct Decision {
 Decision Decide(const store::Row& row, const HandlerResult& result, const EndpointHealth& health,
                 const store::RetryPolicy& topic_policy, std::int64_t now, double unit_random);
 
+// The row's deadline (expires_at, else created_at + `ttl_ms` when > 0) has
+// passed at `now`. Times before store::kSaneWallFloorMs are unknown: never
+// expired, as nothing is while `now` itself lies before it.
+bool IsExpired(const store::Row& row, std::int64_t ttl_ms, std::int64_t now);
+
 // A completion hook failed after the receiver acknowledged the row: the
 // message is not sent again, only its completion is retried, on the topic's
 // retry schedule. The row's attempts count failed completions from the

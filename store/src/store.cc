@@ -442,6 +442,33 @@ bool Store::Acknowledge(const Lease& lease, int attempts, std::int64_t next_atte
   });
 }
 
+std::vector<Row> Store::ExpiredPending(std::string_view topic, std::int64_t now,
+                                       std::int64_t ttl_ms, int limit) {
+  CheckBatch(limit);
+  if (now < kSaneWallFloorMs) return {};
+  return Wrap("find expired rows", [&] {
+    StatementUse q(impl_->Prepare(sql::kExpiredPending));
+    q->bind(1, std::string(topic));
+    q->bind(2, now);
+    q->bind(3, std::max<std::int64_t>(ttl_ms, 0));
+    q->bind(4, kSaneWallFloorMs);
+    q->bind(5, limit);
+    std::vector<Row> rows;
+    while (q->executeStep()) rows.push_back(ReadRow(*q));
+    return rows;
+  });
+}
+
+bool Store::Expire(std::int64_t id, std::int64_t now, std::string_view error) {
+  return Wrap("expire", [&] {
+    StatementUse q(impl_->Prepare(sql::kExpire));
+    q->bind(1, id);
+    q->bind(2, now);
+    q->bind(3, std::string(error));
+    return q->exec() == 1;
+  });
+}
+
 bool Store::Revert(const Lease& lease, std::int64_t now) {
   return Wrap("revert", [&] { return impl_->Transition(sql::kRevert, lease, now); });
 }

@@ -186,6 +186,9 @@ struct TopicOptions {
   store::RetryPolicy retry;
   BreakerOptions breaker;
   CompletionHooks hooks;
+  // Messages of this topic not delivered within this long after created_at
+  // are dead ("expired"), ms; 0 = never. A row's own expires_at wins.
+  std::int64_t ttl_ms = 0;
 };
 
 struct RetentionOptions {
@@ -253,6 +256,8 @@ struct TopicCounters {
   // Endpoint failures that did not cost the message an attempt (outage).
   std::int64_t attempts_saved = 0;
   std::int64_t crash_budget_deaths = 0;
+  // Dead because expires_at or the topic's ttl_ms passed (also in dead).
+  std::int64_t expired = 0;
   std::int64_t taken_back = 0;
   // Commit → acknowledgement, seconds: counts per bucket (not cumulative),
   // bucket i holding latencies in (bound[i-1], bound[i]]; latencies above
@@ -300,6 +305,8 @@ class Metrics {
   void Delivered(std::string_view topic, double latency_seconds);
   void AttemptFailed(std::string_view topic, bool cost_attempt);
   void Dead(std::string_view topic, bool by_crash_budget = false);
+  // Counts in dead too.
+  void Expired(std::string_view topic);
   void Recycled(std::string_view topic, std::int64_t n);
   void PoolRejected(std::string_view topic);
   void TakenBack(std::int64_t n);

@@ -505,6 +505,15 @@ class Store {
   // operator retry then retries the completion, not the send).
   bool Acknowledge(const Lease& lease, int attempts, std::int64_t next_attempt_at,
                    std::string_view error, std::int64_t now, bool dead = false);
+  // Up to `limit` pending rows of `topic` past their deadline at `now`:
+  // expires_at, else created_at + `ttl_ms` (0 = no default). A time before
+  // kSaneWallFloorMs is unknown and never past; nothing is past while `now`
+  // itself lies before it.
+  std::vector<Row> ExpiredPending(std::string_view topic, std::int64_t now, std::int64_t ttl_ms,
+                                  int limit);
+  // pending → dead with dead_reason "expired" and `error` as last_error; no
+  // attempt counted. False if the row is no longer pending.
+  bool Expire(std::int64_t id, std::int64_t now, std::string_view error = "expired");
   // in flight → pending at once, no attempt counted (pool full, clean stop).
   bool Revert(const Lease& lease, std::int64_t now);
 
