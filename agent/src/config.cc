@@ -449,6 +449,7 @@ TopicOptions ReadTopic(Section& topic, const Options& options) {
        {"structured", transport::CloudEventsMode::kStructured}},
       endpoint.cloudevents);
   topic.Read("ce_source", endpoint.ce_source);
+  topic.Read("dataschema", endpoint.dataschema);
   topic.Read("max_retry_after_ms", endpoint.max_retry_after_ms, kNonNegative);
   std::vector<std::string> header_names;
   if (auto headers = topic.Object("headers", /*user_keys=*/true)) {

@@ -103,6 +103,7 @@ void DeliveryWorker::Send(Route& route, std::span<Loaded> items) {
     d.headers = &item.headers;
     d.attempt = AttemptsPlus(item.row.attempts, 1);
     d.created_at_ms = item.row.created_at;
+    if (item.row.schema_version) d.schema_version = *item.row.schema_version;
     deliveries.push_back(d);
   }
   if (items.size() == 1 && SafeAlreadyDone(*route.handler, deliveries.front())) {

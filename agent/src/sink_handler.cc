@@ -19,6 +19,7 @@ transport::Message ToMessage(const Delivery& delivery) {
   message.payload = delivery.payload;
   if (delivery.headers != nullptr) message.headers = *delivery.headers;
   message.created_at_ms = delivery.created_at_ms;
+  message.schema_version = delivery.schema_version;
   return message;
 }
 

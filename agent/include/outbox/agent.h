@@ -66,6 +66,7 @@ struct Delivery {
   const std::vector<std::pair<std::string, std::string>>* headers = nullptr;
   int attempt = 1;  // 1 for the first try
   std::int64_t created_at_ms = 0;
+  std::string_view schema_version;  // "" = none
 };
 
 // A handler's verdict; the same classification as transport::Outcome.
