@@ -17,6 +17,7 @@
 #include "row_json.h"
 #include "util/clock.h"
 #include "util/rfc3339.h"
+#include "util/time_arg.h"
 
 namespace {
 
@@ -136,10 +137,24 @@ int RunShow(const Context& context, std::int64_t id) {
     std::cout << outbox::row_json::RowToJson(*row, options) << '\n';
     return 0;
   }
+  const auto time_or_dash = [](const std::optional<std::int64_t>& ms) {
+    return ms ? outbox::util::FormatRfc3339(*ms) : std::string("-");
+  };
+  // Acknowledged by the receiver, its completion hook still to succeed: to
+  // plain SQL it is pending, but it is never sent again.
+  const std::string status =
+      row->acked_at && row->status == outbox::store::Status::kPending
+          ? "acknowledged, completion pending"
+          : std::string(outbox::store::StatusName(row->status));
   std::cout << "id:               " << row->id << '\n'
             << "topic:            " << row->topic << '\n'
             << "msg_key:          " << row->key << '\n'
-            << "status:           " << outbox::store::StatusName(row->status) << '\n'
+            << "status:           " << status << '\n'
+            << "dead_reason:      " << row->dead_reason.value_or("-") << '\n'
+            << "schema_version:   " << row->schema_version.value_or("-") << '\n'
+            << "deliver_at:       " << time_or_dash(row->deliver_at) << '\n'
+            << "expires_at:       " << time_or_dash(row->expires_at) << '\n'
+            << "acked_at:         " << time_or_dash(row->acked_at) << '\n'
             << "attempts:         " << row->attempts << '\n'
             << "next_attempt_at:  " << outbox::util::FormatRfc3339(row->next_attempt_at) << '\n'
             << "created_at:       " << outbox::util::FormatRfc3339(row->created_at) << '\n'
@@ -164,9 +179,22 @@ std::string ReadPayload(const std::string& source) {
   return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
 }
 
+// --deliver-at / --expires-at: RFC 3339, ms since the epoch or "+30m".
+std::optional<std::int64_t> TimeOption(const std::string& text, const char* flag) {
+  if (text.empty()) return std::nullopt;
+  try {
+    return outbox::util::ParseTimeArg(text, outbox::util::NowMs());
+  } catch (const std::invalid_argument& e) {
+    throw std::invalid_argument(std::string(flag) + ": " + e.what());
+  }
+}
+
 int RunEnqueue(const Context& context, const outbox::store::NewMessage& base,
-               const std::string& payload_source, bool idempotent) {
+               const std::string& payload_source, bool idempotent,
+               const std::string& deliver_at, const std::string& expires_at) {
   outbox::store::NewMessage message = base;
+  message.deliver_at = TimeOption(deliver_at, "--deliver-at");
+  message.expires_at = TimeOption(expires_at, "--expires-at");
   outbox::store::ValidateMessage(message);  // before reading a large payload
   message.payload = ReadPayload(payload_source);
   Store store = Open(context);
@@ -242,6 +270,8 @@ struct CommandLine {
   outbox::store::NewMessage message;
   std::string payload_source;
   bool if_absent = false;
+  std::string deliver_at;
+  std::string expires_at;
 };
 
 void DeclareQueries(CLI::App& app, CommandLine& cl) {
@@ -290,6 +320,12 @@ void DeclareRepairs(CLI::App& app, CommandLine& cl) {
   enqueue->add_option("--headers", cl.message.headers_json, "JSON object of extra HTTP headers");
   enqueue->add_flag("--if-absent", cl.if_absent,
                     "succeed with the existing id on a duplicate key");
+  enqueue->add_option("--schema-version", cl.message.schema_version,
+                      "the payload's schema version (sent as Schema-Version)");
+  enqueue->add_option("--deliver-at", cl.deliver_at,
+                      "not before this time: RFC 3339, ms since the epoch or +30m");
+  enqueue->add_option("--expires-at", cl.expires_at,
+                      "dead ('expired') if not delivered by then: RFC 3339, ms or +2h");
 }
 
 // Runs the one subcommand given; throws on bad input or a broken database.
@@ -310,7 +346,8 @@ int Dispatch(const CLI::App& app, const CommandLine& cl) {
     return RunPurgeDead(context, Selector(cl.select_id, cl.select_topic, cl.purge_all));
   }
   if (app.got_subcommand("enqueue")) {
-    return RunEnqueue(context, cl.message, cl.payload_source, cl.if_absent);
+    return RunEnqueue(context, cl.message, cl.payload_source, cl.if_absent, cl.deliver_at,
+                      cl.expires_at);
   }
   return kExitUsage;
 }
