@@ -107,6 +107,7 @@ echo
 echo "== the shop's database and outboxd beside it"
 say outboxctl --db shop.db init
 "$ctl" --db "$work/shop.db" init
+python3 "$here/demo_producer.py" --create-orders-table "$work/shop.db"
 cat >"$work/outboxd.json" <<EOF
 {
   "sweep_interval_ms": 100,
@@ -120,7 +121,8 @@ cat >"$work/outboxd.json" <<EOF
       "retry": { "strategy": "exponential", "first_interval_ms": 100,
                  "max_interval_ms": 1000, "max_attempts": 10, "jitter": 0.2 },
       "breaker": { "failure_threshold": 5, "open_ms": 250, "max_open_ms": 1000 },
-      "signing_secret": "env:DEMO_WEBHOOK_SECRET"
+      "signing_secret": "env:DEMO_WEBHOOK_SECRET",
+      "on_delivered": "UPDATE orders SET confirmed_at = :now WHERE 'order-' || id = :key"
     }
   }
 }

@@ -28,6 +28,12 @@ import time
 import urllib.request
 
 TOPIC = "order.created"
+# confirmed_at: set by outboxd's on_delivered hook in the transaction that
+# marks the order's message delivered ("confirmed by the receiver").
+ORDERS_TABLE = """CREATE TABLE IF NOT EXISTS orders(
+                    id INTEGER PRIMARY KEY, item TEXT NOT NULL, qty INTEGER NOT NULL,
+                    total_cents INTEGER NOT NULL, placed_at INTEGER NOT NULL,
+                    confirmed_at INTEGER)"""
 ITEMS = ["coffee", "bagel", "croissant", "tea", "muffin", "juice"]
 
 
@@ -99,9 +105,7 @@ def main():
 
     # isolation_level=None: the transactions below are exactly the SQL written.
     shop = sqlite3.connect(args.db, timeout=5, isolation_level=None)
-    shop.execute("""CREATE TABLE IF NOT EXISTS orders(
-                      id INTEGER PRIMARY KEY, item TEXT NOT NULL, qty INTEGER NOT NULL,
-                      total_cents INTEGER NOT NULL, placed_at INTEGER NOT NULL)""")
+    shop.execute(ORDERS_TABLE)
     monitor = Monitor(args.db, args.receiver_url)
 
     committed = {}  # msg_key -> ms when COMMIT returned
@@ -187,8 +191,16 @@ def main():
     rolled_back_sent = len(rolled_back & applied_keys.keys())
     missing = len(committed.keys() - applied_keys.keys())
 
+    # The completion hook: an order is confirmed exactly when delivered.
+    confirmed, disagreeing = shop.execute(
+        "SELECT count(confirmed_at), "
+        "       count(*) FILTER (WHERE (confirmed_at IS NOT NULL) <>"
+        "         (SELECT status = 1 FROM outbox WHERE topic = ? AND msg_key = 'order-' || orders.id))"
+        " FROM orders", (TOPIC,)).fetchone()
+
     ok = (counts["delivered"] == len(committed) and missing == 0 and applied_twice == 0
-          and rolled_back_sent == 0 and counts["dead"] == 0)
+          and rolled_back_sent == 0 and counts["dead"] == 0 and confirmed == len(committed)
+          and disagreeing == 0)
     width = 34
     print()
     print("== summary")
@@ -198,6 +210,8 @@ def main():
     print(f"{'delivered':{width}} {counts['delivered']:6d}"
           f"   applied by the receiver: {len(applied_keys)}, missing: {missing}")
     print(f"{'applied twice':{width}} {applied_twice:6d}")
+    print(f"{'confirmed by the receiver':{width}} {confirmed:6d}"
+          f"   (on_delivered; disagreeing with the outbox: {disagreeing})")
     print(f"{'duplicates absorbed by the inbox':{width}} {stats.get('duplicates', 0):6d}"
           f"   (answers lost on purpose: {stats.get('lost_acks', 0)})")
     print(f"{'refused by the receiver':{width}} "
@@ -214,7 +228,17 @@ def main():
     return 0 if ok else 1
 
 
+def create_orders_table(db):
+    """For demo.sh: the table must exist before outboxd checks its hook."""
+    connection = sqlite3.connect(db, timeout=5, isolation_level=None)
+    connection.execute(ORDERS_TABLE)
+    connection.close()
+
+
 if __name__ == "__main__":
+    if len(sys.argv) == 3 and sys.argv[1] == "--create-orders-table":
+        create_orders_table(sys.argv[2])
+        sys.exit(0)
     try:
         sys.exit(main())
     except KeyboardInterrupt:

@@ -40,6 +40,10 @@ void PutNullable(JsonWriter& json, const char* key, const std::optional<std::str
   json.Key(key);
   text ? WriteString(json, *text) : (void)json.Null();
 }
+void PutNullable(JsonWriter& json, const char* key, const std::optional<std::int64_t>& number) {
+  json.Key(key);
+  number ? (void)json.Int64(*number) : (void)json.Null();
+}
 void Put(JsonWriter& json, const char* key, int number) {
   json.Key(key);
   json.Int(number);
@@ -84,6 +88,13 @@ void WriteRow(JsonWriter& json, const store::Row& row, const RowJsonOptions& opt
   PutNullable(json, "last_error", row.last_error);
   Put(json, "crashes", row.crashes);
   Put(json, "operator_retries", row.operator_retries);
+  PutNullable(json, "schema_version", row.schema_version);
+  PutNullable(json, "ordering_key", row.ordering_key);
+  PutNullable(json, "deliver_at", row.deliver_at);
+  PutNullable(json, "expires_at", row.expires_at);
+  PutNullable(json, "dead_reason", row.dead_reason);
+  // The receiver acknowledged; the completion (a hook) is still pending.
+  PutNullable(json, "acked_at", row.acked_at);
   Put(json, "payload_bytes", static_cast<std::uint64_t>(row.payload.size()));
   if (options.with_payload) {
     PutNullable(json, "headers", row.headers_json);

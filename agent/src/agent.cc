@@ -7,6 +7,7 @@
 //   writer       the one write connection (group commit)
 #include "outbox/agent.h"
 
+#include <SQLiteCpp/Database.h>
 #include <spdlog/logger.h>
 #include <spdlog/sinks/stdout_sinks.h>
 
@@ -19,6 +20,7 @@
 #include "owner.h"
 #include "route_table.h"
 #include "runtime.h"
+#include "sql_hook.h"
 #include "sweeper.h"
 
 namespace outbox::agent {
@@ -101,6 +103,9 @@ Agent::Agent(Options options) {
   rt.store_options.cache_kib = 512;
   rt.writer = std::make_unique<Writer>(rt.store_options, rt.log);
   rt.database_id = rt.writer->database_id();
+  // The hooks' SQL against the schema as it is now (created or migrated just
+  // above): a bad statement stops the start, not the first delivery.
+  rt.writer->RunAlone([&](store::Store& s) { CheckTopicHooks(s.connection().getHandle(), rt.options); });
   if (rt.options.limits) {
     const store::Limits limits = *rt.options.limits;
     rt.writer->Run([&](store::Store& s) { s.SetLimits(limits); });

@@ -486,6 +486,7 @@ ReadTopicResult ReadTopic(Section& topic, std::vector<std::string>& adjustments)
        {"structured", transport::CloudEventsMode::kStructured}},
       endpoint.cloudevents);
   topic.Read("ce_source", endpoint.ce_source);
+  topic.Read("dataschema", endpoint.dataschema);
   topic.Read("max_retry_after_ms", endpoint.max_retry_after_ms, kNonNegative);
   if (auto headers = topic.Object("headers", /*user_keys=*/true)) {
     read.header_names = ReadHeaders(*headers, endpoint.headers);
@@ -497,6 +498,14 @@ ReadTopicResult ReadTopic(Section& topic, std::vector<std::string>& adjustments)
   if (auto mqtt = topic.Object("mqtt")) ReadMqtt(*mqtt, endpoint.mqtt);
   if (auto retry = topic.Object("retry")) ReadRetry(*retry, result.retry, adjustments);
   if (auto breaker = topic.Object("breaker")) ReadBreaker(*breaker, result.breaker, adjustments);
+  topic.Read("ttl_ms", result.ttl_ms, kNonNegative);
+  // Checked against the database at start-up and by --check-config.
+  for (const auto& [key, sql] : {std::pair{"on_delivered", &result.hooks.on_delivered_sql},
+                                 std::pair{"on_dead", &result.hooks.on_dead_sql}}) {
+    if (topic.Read(key, *sql) && sql->find_first_not_of(" \t\r\n;") == std::string::npos) {
+      Fail(topic.PathOf(key), "expected one SQL statement, got an empty string");
+    }
+  }
   topic.WarnUnknown();
   const Value* secrets = topic.Find("signing_secret");
   read.secrets_as_array = secrets != nullptr && secrets->IsArray();

@@ -2,6 +2,8 @@
 
 #include <spdlog/logger.h>
 
+#include "completion_tasks.h"
+
 namespace outbox::agent {
 namespace {
 
@@ -49,8 +51,19 @@ void DeliveryWorker::Work(Route& route, int /*index*/, std::vector<store::Claime
       } catch (const std::invalid_argument& e) {
         // Written by another application without our triggers: the row can
         // never be sent as it is.
-        FinishDead(item, std::string("malformed row: ") + e.what(), true,
+        FinishDead(route, item, std::string("malformed row: ") + e.what(), true,
                    store::dead_reason::kPermanent);
+        continue;
+      }
+      if (IsExpired(item.row, route.options.ttl_ms, rt_.clock->WallMs())) {
+        // Past its deadline before this attempt started: never sent.
+        FinishExpired(route, item);
+        continue;
+      }
+      if (item.row.acked_at) {
+        // The receiver has it; only the completion (a hook that failed) is
+        // left to do. Never sent again.
+        FinishDelivered(route, std::span<Loaded>(&item, 1), nullptr);
         continue;
       }
       loaded.push_back(std::move(item));
@@ -79,10 +92,11 @@ void DeliveryWorker::Send(Route& route, std::span<Loaded> items) {
     d.headers = &item.headers;
     d.attempt = AttemptsPlus(item.row.attempts, 1);
     d.created_at_ms = item.row.created_at;
+    if (item.row.schema_version) d.schema_version = *item.row.schema_version;
     deliveries.push_back(d);
   }
   if (items.size() == 1 && SafeAlreadyDone(*route.handler, deliveries.front())) {
-    FinishDelivered(route, items);
+    FinishDelivered(route, items, nullptr);
     return;
   }
   HandlerResult result = SafeHandle(route, deliveries);
@@ -95,7 +109,7 @@ void DeliveryWorker::Send(Route& route, std::span<Loaded> items) {
     return;
   }
   if (result.outcome == Outcome::kDelivered) {
-    FinishDelivered(route, items);
+    FinishDelivered(route, items, &result);
     return;
   }
   for (Loaded& item : items) Resolve(route, item, result);
@@ -125,21 +139,21 @@ void DeliveryWorker::Resolve(Route& route, Loaded& item, const HandlerResult& re
                     Describe(result));
     }
   }
-  Apply(route, item, decision, now);
+  Apply(route, item, decision, now, result);
 }
 
 void DeliveryWorker::Apply(Route& route, Loaded& item, const Decision& decision,
-                           std::int64_t now) {
+                           std::int64_t now, const HandlerResult& result) {
   switch (decision.action) {
     case Action::kComplete:
-      FinishDelivered(route, std::span<Loaded>(&item, 1));
+      FinishDelivered(route, std::span<Loaded>(&item, 1), &result);
       return;
     case Action::kRevert:
       rt_.Revert(item.lease);
       return;
     case Action::kDead:
       rt_.metrics->AttemptFailed(item.row.topic, decision.count_attempt);
-      FinishDead(item, decision.error, decision.count_attempt, decision.dead_reason);
+      FinishDead(route, item, decision.error, decision.count_attempt, decision.dead_reason);
       return;
     case Action::kReschedule: {
       rt_.metrics->AttemptFailed(item.row.topic, decision.count_attempt);
@@ -158,41 +172,68 @@ void DeliveryWorker::Apply(Route& route, Loaded& item, const Decision& decision,
 }
 
 // One writer task per row, but one pass for a whole acknowledged batch.
-void DeliveryWorker::FinishDelivered(Route& route, std::span<Loaded> items) {
+void DeliveryWorker::FinishDelivered(Route& route, std::span<Loaded> items,
+                                     const HandlerResult* answer) {
   const std::int64_t now = rt_.clock->WallMs();
-  if (route.breaker->OnSuccess(now)) {
+  const bool sent = answer != nullptr || !items.front().row.acked_at;
+  if (sent && route.breaker->OnSuccess(now)) {
     rt_.log->info("breaker closed for endpoint {}: it answers again", route.breaker->endpoint());
     rt_.wakeup.Notify();  // the backlog may go now, not at the next sweep
   }
   for (const Loaded& item : items) {
     // In doubles: created_at may hold anything another application wrote,
     // and INT64_MIN would overflow the subtraction.
-    rt_.metrics->Delivered(item.row.topic, std::max(0.0, static_cast<double>(now) -
-                                                             static_cast<double>(item.row.created_at)) /
-                                               1000.0);
-    // One task per row: the writer still commits them together, but when a
-    // group fails (a full disk) it retries them one by one, and a small one
-    // still fits.
+    if (!item.row.acked_at) {
+      rt_.metrics->Delivered(
+          item.row.topic,
+          std::max(0.0, static_cast<double>(now) - static_cast<double>(item.row.created_at)) /
+              1000.0);
+    }
     const store::Lease lease = item.lease;
-    rt_.writer->Submit({[lease, now](store::Store& s) { s.Complete(lease, now); },
-                        {},
-                        /*deferrable=*/true});
+    if (route.hooks && route.hooks->on_delivered) {
+      Answer given;
+      if (answer != nullptr) {
+        given.status_code = answer->http_status;
+        given.response = answer->response.substr(0, kMaxResponseBytes);
+      }
+      rt_.writer->Submit(DeliveredTask(rt_, route.hooks, lease, item.row, std::move(given),
+                                       route.options.retry, now));
+    } else {
+      // One task per row: the writer still commits them together, but when
+      // a group fails (a full disk: each completion rewrites its row,
+      // payload included) it retries them one by one, and a small one still
+      // fits.
+      rt_.writer->Submit({[lease, now](store::Store& s) { s.Complete(lease, now); },
+                          {},
+                          /*deferrable=*/true});
+    }
     rt_.log->debug("delivered topic={} id={}", item.row.topic, item.row.id);
   }
 }
 
-void DeliveryWorker::FinishDead(const Loaded& item, const std::string& error,
-                                bool count_attempt, const std::string& dead_reason) {
+void DeliveryWorker::FinishDead(Route& route, const Loaded& item, const std::string& error,
+                                bool count_attempt, std::string reason) {
   const std::int64_t now = rt_.clock->WallMs();
   rt_.metrics->Dead(item.row.topic);
-  const store::Lease lease = item.lease;
-  rt_.writer->Submit({[lease, count_attempt, error = TruncateError(error), dead_reason,
-                       now](store::Store& s) {
-                        s.MarkDead(lease, count_attempt, error, dead_reason, now);
-                      },
-                      {}});
+  MarkDeadFn mark = [lease = item.lease, count_attempt, reason, now](store::Store& s,
+                                                                     const std::string& text) {
+    return s.MarkDead(lease, count_attempt, text, reason, now);
+  };
+  rt_.writer->Submit(
+      DeadTask(rt_, route.hooks, item.row, std::move(mark), error, std::move(reason), now));
   rt_.log->warn("dead-lettered topic={} id={} key={} error={}", item.row.topic, item.row.id,
                 item.row.key, error);
+}
+
+void DeliveryWorker::FinishExpired(Route& route, const Loaded& item) {
+  const std::int64_t now = rt_.clock->WallMs();
+  rt_.metrics->Expired(item.row.topic);
+  MarkDeadFn mark = [lease = item.lease, now](store::Store& s, const std::string& text) {
+    return s.MarkDead(lease, false, text, store::dead_reason::kExpired, now);
+  };
+  rt_.writer->Submit(DeadTask(rt_, route.hooks, item.row, std::move(mark), "expired",
+                              store::dead_reason::kExpired, now));
+  rt_.log->warn("expired topic={} id={} key={}", item.row.topic, item.row.id, item.row.key);
 }
 
 }  // namespace outbox::agent

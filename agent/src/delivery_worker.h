@@ -32,10 +32,15 @@ class DeliveryWorker {
 
   void Send(Route& route, std::span<Loaded> items);
   void Resolve(Route& route, Loaded& item, const HandlerResult& result);
-  void Apply(Route& route, Loaded& item, const Decision& decision, std::int64_t now);
-  void FinishDelivered(Route& route, std::span<Loaded> items);
-  void FinishDead(const Loaded& item, const std::string& error, bool count_attempt,
-                  const std::string& dead_reason);
+  void Apply(Route& route, Loaded& item, const Decision& decision, std::int64_t now,
+             const HandlerResult& result);
+  // `answer` is null when nothing was sent: the pre-check found the effect
+  // done, or the row was acknowledged earlier and only its completion is
+  // retried.
+  void FinishDelivered(Route& route, std::span<Loaded> items, const HandlerResult* answer);
+  void FinishDead(Route& route, const Loaded& item, const std::string& error, bool count_attempt,
+                  std::string reason);
+  void FinishExpired(Route& route, const Loaded& item);
 
   Runtime& rt_;
 };

@@ -99,6 +99,13 @@ void Metrics::Dead(std::string_view topic, bool by_crash_budget) {
   if (by_crash_budget) ++c.crash_budget_deaths;
 }
 
+void Metrics::Expired(std::string_view topic) {
+  std::lock_guard lock(impl_->mutex);
+  TopicCounters& c = impl_->For(topic);
+  ++c.dead;
+  ++c.expired;
+}
+
 void Metrics::Recycled(std::string_view topic, std::int64_t n) {
   std::lock_guard lock(impl_->mutex);
   impl_->For(topic).recycled += n;

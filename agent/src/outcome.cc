@@ -112,4 +112,33 @@ Decision Decide(const store::Row& row, const HandlerResult& result, const Endpoi
   return d;
 }
 
+bool IsExpired(const store::Row& row, std::int64_t ttl_ms, std::int64_t now) {
+  if (now < store::kSaneWallFloorMs) return false;
+  if (row.expires_at) return *row.expires_at >= store::kSaneWallFloorMs && *row.expires_at <= now;
+  // In doubles: created_at may hold anything another application wrote.
+  return ttl_ms > 0 && row.created_at >= store::kSaneWallFloorMs &&
+         static_cast<double>(row.created_at) + static_cast<double>(ttl_ms) <=
+             static_cast<double>(now);
+}
+
+CompletionRetry DecideCompletionFailure(const store::Row& row,
+                                        const store::RetryPolicy& topic_policy,
+                                        std::string_view hook_error, std::int64_t now,
+                                        double unit_random) {
+  CompletionRetry r;
+  const store::RetryPolicy policy = store::EffectivePolicy(topic_policy, row.retry);
+  // Send attempts before the acknowledgement are not the hook's failures.
+  r.failures = row.acked_at ? AttemptsPlus(row.attempts, 1) : 1;
+  std::string error = "on_delivered failed: ";
+  error.append(hook_error);
+  if (store::AttemptsExhausted(policy, r.failures)) {
+    r.dead = true;
+    r.error = TruncateError(error + " (after " + std::to_string(r.failures) + " completions)");
+    return r;
+  }
+  r.next_attempt_at = now + store::RetryDelayMs(policy, r.failures, unit_random);
+  r.error = TruncateError(std::move(error));
+  return r;
+}
+
 }  // namespace outbox::agent

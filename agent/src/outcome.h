@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <string>
+#include <string_view>
 
 #include "outbox/agent.h"
 
@@ -62,5 +63,25 @@ struct Decision {
 // The outcome rules. `unit_random` in [0, 1) jitters the retry delay.
 Decision Decide(const store::Row& row, const HandlerResult& result, const EndpointHealth& health,
                 const store::RetryPolicy& topic_policy, std::int64_t now, double unit_random);
+
+// The row's deadline (expires_at, else created_at + `ttl_ms` when > 0) has
+// passed at `now`. Times before store::kSaneWallFloorMs are unknown: never
+// expired, as nothing is while `now` itself lies before it.
+bool IsExpired(const store::Row& row, std::int64_t ttl_ms, std::int64_t now);
+
+// A completion hook failed after the receiver acknowledged the row: the
+// message is not sent again, only its completion is retried, on the topic's
+// retry schedule. The row's attempts count failed completions from the
+// first one on; at max_attempts the row is dead (dead_reason "hook").
+struct CompletionRetry {
+  bool dead = false;
+  int failures = 0;                  // the row's attempts after this one
+  std::int64_t next_attempt_at = 0;  // !dead
+  std::string error;                 // for last_error, truncated
+};
+CompletionRetry DecideCompletionFailure(const store::Row& row,
+                                        const store::RetryPolicy& topic_policy,
+                                        std::string_view hook_error, std::int64_t now,
+                                        double unit_random);
 
 }  // namespace outbox::agent

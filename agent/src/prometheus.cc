@@ -224,6 +224,9 @@ void RenderCounters(Exposition& out, const MetricsSnapshot& snapshot) {
       {"outbox_crash_budget_deaths_total",
        "Messages dead-lettered because the agent crashed while sending them.",
        &TopicCounters::crash_budget_deaths},
+      {"outbox_expired_total",
+       "Messages dead-lettered because their expires_at or the topic's ttl_ms passed.",
+       &TopicCounters::expired},
   };
   for (const Counter& counter : kCounters) {
     out.CounterFamily(counter.name, counter.help, counter.clashes_with_gauge);

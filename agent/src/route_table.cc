@@ -13,6 +13,7 @@ void RouteTable::Build(
     auto route = std::make_unique<Route>();
     route->name = name;
     route->options = topic;
+    route->hooks = std::make_shared<const RouteHooks>(ResolveHooks(topic.hooks));
     std::string endpoint;
     if (auto custom = handlers.find(name); custom != handlers.end()) {
       route->handler = custom->second;
@@ -22,7 +23,10 @@ void RouteTable::Build(
         throw std::invalid_argument("topics.\"" + name + "\".url: required");
       }
       try {
-        route->handler = std::make_shared<SinkHandler>(topic.endpoint);
+        transport::EndpointOptions endpoint_options = topic.endpoint;
+        // on_delivered may store what the receiver answered (its own id).
+        if (route->hooks->on_delivered) endpoint_options.response_body_bytes = kMaxResponseBytes;
+        route->handler = std::make_shared<SinkHandler>(std::move(endpoint_options));
       } catch (const std::invalid_argument& e) {
         throw std::invalid_argument("topics.\"" + name + "\"." + e.what());
       }

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "breaker.h"
+#include "completion.h"
 #include "outbox/agent.h"
 #include "pool.h"
 
@@ -21,6 +22,8 @@ struct Route {
   std::string name;  // the config key: a topic or "*"
   TopicOptions options;
   std::shared_ptr<Handler> handler;
+  // Completion hooks, shared with the writer tasks that run them.
+  std::shared_ptr<const RouteHooks> hooks;
   std::shared_ptr<Breaker> breaker;  // shared by every route to the same endpoint
   std::unique_ptr<WorkerPool> pool;
   // The pool refused rows: wake the sweeper when it has room again.

@@ -19,6 +19,7 @@ transport::Message ToMessage(const Delivery& delivery) {
   message.payload = delivery.payload;
   if (delivery.headers != nullptr) message.headers = *delivery.headers;
   message.created_at_ms = delivery.created_at_ms;
+  message.schema_version = delivery.schema_version;
   return message;
 }
 
@@ -30,6 +31,7 @@ HandlerResult FromResult(transport::Result result) {
   out.configuration_failure = result.configuration_failure;
   out.retry_after_ms = result.retry_after_ms;
   out.error = std::move(result.error);
+  out.response = std::move(result.response_body);
   return out;
 }
 

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 
+#include "completion_tasks.h"
 #include "owner.h"
 
 namespace outbox::agent {
@@ -77,11 +78,33 @@ void Sweeper::FullPass() {
       s.MakeDueIfFarAhead(topic, now, route->options.retry.max_interval_ms);
     }
   });
+  ExpirePass(served, now);
   runtime_state_.MaybePublish();
   if (rt_.clock->Monotonic() >= next_retention_) {
     retention_.Pass(*reader_);
     next_retention_ =
         rt_.clock->Monotonic() + std::chrono::milliseconds(rt_.options.retention.interval_ms);
+  }
+}
+
+// Expiry does not wait for the endpoint: a message past its deadline dies
+// during an outage too, no attempt spent. Each row is its own writer task so
+// that its on_dead runs under its own savepoint.
+void Sweeper::ExpirePass(const RouteTable::Served& served, std::int64_t now) {
+  for (const auto& [route, topic] : served.topics) {
+    const std::vector<store::Row> rows =
+        reader_->ExpiredPending(topic, now, route->options.ttl_ms, kExpireBatch);
+    for (const store::Row& row : rows) {
+      MarkDeadFn mark = [id = row.id, now](store::Store& s, const std::string& text) {
+        return s.Expire(id, now, text);
+      };
+      rt_.writer->Submit(DeadTask(rt_, route->hooks, row, std::move(mark), "expired",
+                                  store::dead_reason::kExpired, now,
+                                  [this, topic = row.topic, id = row.id, key = row.key] {
+                                    rt_.metrics->Expired(topic);
+                                    rt_.log->warn("expired topic={} id={} key={}", topic, id, key);
+                                  }));
+    }
   }
 }
 

@@ -42,10 +42,13 @@ class Sweeper {
   // WAL (the full-disk reliability test found 500 × 16 KiB stuck for good).
   static constexpr int kClaimRowsPerTransaction = 100;
   static constexpr int kRecycleBatch = 1000;
+  // Expired rows per topic and pass.
+  static constexpr int kExpireBatch = 1000;
 
  private:
   void Loop(std::stop_token stop);
   void FullPass();
+  void ExpirePass(const RouteTable::Served& served, std::int64_t now);
   RouteTable::Served TopicsToServe();
   void PumpPass();
   // Claims up to `want` due rows of `topic`; on a full disk retries with a

@@ -6,6 +6,8 @@
 #include <algorithm>
 #include <chrono>
 
+#include "completion.h"
+
 namespace outbox::agent {
 Writer::Writer(const store::Options& options, std::shared_ptr<spdlog::logger> logger)
     : store_(std::make_unique<store::Store>(options)),
@@ -123,12 +125,17 @@ bool Writer::Commit(std::deque<Item>& segment, std::stop_token& stop) {
   for (int attempt = 0;; ++attempt) {
     std::exception_ptr failure;
     bool busy = false;
+    Item* current = nullptr;
     try {
       if (segment.front().alone) {
         segment.front().task.apply(*store_);
       } else {
         store::Store::WriteTransaction txn(*store_);
-        for (auto& item : segment) item.task.apply(*store_);
+        for (auto& item : segment) {
+          current = &item;
+          item.task.apply(*store_);
+        }
+        current = nullptr;
         txn.Commit();
       }
       {
@@ -146,6 +153,23 @@ bool Writer::Commit(std::deque<Item>& segment, std::stop_token& stop) {
         if (item.done) item.done->set_value();
       }
       return true;
+    } catch (const TransactionEnded& e) {
+      // A hook ended the transaction: everyone's changes are gone. Redo the
+      // group with that message's fallback (its hook recorded as failed),
+      // so that one hook costs the others nothing.
+      if (current != nullptr && current->task.apply_after_abort) {
+        auto fallback = std::move(current->task.apply_after_abort);
+        current->task.apply_after_abort = nullptr;
+        current->task.apply = [fallback = std::move(fallback),
+                               error = std::string(e.what())](store::Store& s) {
+          fallback(s, error);
+        };
+        logger_->warn("writer: a completion hook ended the transaction ({}); redoing the group "
+                      "without it",
+                      e.what());
+        continue;
+      }
+      failure = std::current_exception();
     } catch (const store::StoreError& e) {
       busy = e.busy();
       failure = std::current_exception();

@@ -40,6 +40,10 @@ class Writer {
     // share its commit. Anything else starts a transaction at once and takes
     // the waiting changes with it.
     bool deferrable = false;
+    // Set when `apply` runs a completion hook that may end the whole
+    // transaction (it throws TransactionEnded then): the writer redoes the
+    // group with this in place of `apply`, given the hook's error.
+    std::function<void(store::Store&, const std::string& error)> apply_after_abort = nullptr;
   };
 
   // How long deferrable changes wait for company, and how many end the wait.

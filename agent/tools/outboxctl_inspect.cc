@@ -134,10 +134,23 @@ int RunShow(const Context& context, const ShowArgs& args) {
     std::cout << row_json::RowToJson(*row, options) << '\n';
     return kExitOk;
   }
+  const auto time_or_dash = [](const std::optional<std::int64_t>& ms) {
+    return ms ? util::FormatRfc3339(*ms) : std::string("-");
+  };
+  // Acknowledged by the receiver, its completion hook still to succeed: to
+  // plain SQL it is pending, but it is never sent again.
+  const std::string status = row->acked_at && row->status == store::Status::kPending
+                                 ? "acknowledged, completion pending"
+                                 : std::string(store::StatusName(row->status));
   std::cout << "id:               " << row->id << '\n'
             << "topic:            " << row->topic << '\n'
             << "msg_key:          " << row->key << '\n'
-            << "status:           " << store::StatusName(row->status) << '\n'
+            << "status:           " << status << '\n'
+            << "dead_reason:      " << row->dead_reason.value_or("-") << '\n'
+            << "schema_version:   " << row->schema_version.value_or("-") << '\n'
+            << "deliver_at:       " << time_or_dash(row->deliver_at) << '\n'
+            << "expires_at:       " << time_or_dash(row->expires_at) << '\n'
+            << "acked_at:         " << time_or_dash(row->acked_at) << '\n'
             << "attempts:         " << row->attempts << '\n'
             << "next_attempt_at:  " << util::FormatRfc3339(row->next_attempt_at) << '\n'
             << "created_at:       " << util::FormatRfc3339(row->created_at) << '\n'

@@ -144,6 +144,8 @@ struct EnqueueArgs {
   store::NewMessage message;
   std::string payload_source;
   bool if_absent = false;
+  std::string deliver_at;  // RFC 3339, ms since the epoch or "+30m"; "" = none
+  std::string expires_at;
 };
 
 std::string ReadPayload(const std::string& source) {
@@ -158,6 +160,9 @@ std::string ReadPayload(const std::string& source) {
 
 int RunEnqueue(const Context& context, const EnqueueArgs& args) {
   store::NewMessage message = args.message;
+  const std::int64_t now = util::NowMs();
+  if (!args.deliver_at.empty()) message.deliver_at = TimeFlag("--deliver-at", args.deliver_at, now);
+  if (!args.expires_at.empty()) message.expires_at = TimeFlag("--expires-at", args.expires_at, now);
   store::ValidateMessage(message);  // before reading a large payload
   message.payload = ReadPayload(args.payload_source);
   store::Store store = Open(context);
@@ -222,6 +227,12 @@ void DeclareRepairCommands(CLI::App& app, const Context& context, Commands& comm
                       "JSON object of extra HTTP headers");
   enqueue->add_flag("--if-absent", enqueue_args->if_absent,
                     "succeed with the existing id on a duplicate key");
+  enqueue->add_option("--schema-version", enqueue_args->message.schema_version,
+                      "the payload's schema version (sent as Schema-Version)");
+  enqueue->add_option("--deliver-at", enqueue_args->deliver_at,
+                      "not before this time: RFC 3339, ms since the epoch or +30m");
+  enqueue->add_option("--expires-at", enqueue_args->expires_at,
+                      "dead ('expired') if not delivered by then: RFC 3339, ms or +2h");
   commands.push_back(
       {enqueue, [&context, enqueue_args] { return RunEnqueue(context, *enqueue_args); }});
 }

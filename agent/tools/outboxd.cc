@@ -17,6 +17,55 @@
 #include "daemon.h"
 #include "logging.h"
 
+namespace {
+
+// --check-config: warnings and adjusted defaults on stderr, the completion
+// hooks prepared against the database when it exists (read-only), then the
+// verdict or, with --print, the effective config on stdout.
+int CheckConfig(const outbox::daemon::DaemonOptions& options, outbox::agent::Config& config,
+                bool print) {
+  for (const std::string& warning : config.warnings) {
+    std::cerr << "outboxd: warning: " << options.config_path << ": " << warning << '\n';
+  }
+  // A default moved to fit what the user wrote: say what it is now.
+  for (const std::string& adjustment : config.adjustments) {
+    std::cerr << "outboxd: note: " << options.config_path << ": " << adjustment << '\n';
+  }
+  bool any_hook = false;
+  for (const auto& [name, topic] : config.options.topics) {
+    any_hook = any_hook || !topic.hooks.on_delivered_sql.empty() ||
+               !topic.hooks.on_dead_sql.empty();
+  }
+  bool hooks_checked = false;
+  if (any_hook) {
+    config.options.db_path = options.db_path;
+    try {
+      hooks_checked = outbox::agent::CheckHookSql(config.options);
+    } catch (const std::invalid_argument& e) {
+      std::cerr << "outboxd: " << e.what() << '\n';
+      return outbox::daemon::kExitUsage;
+    } catch (const std::exception& e) {
+      std::cerr << "outboxd: " << e.what() << '\n';
+      return outbox::daemon::kExitFailure;
+    }
+  }
+  if (print) {
+    std::cout << outbox::agent::EffectiveConfigJson(config);
+    return outbox::daemon::kExitOk;
+  }
+  const std::size_t topics = config.options.topics.size();
+  std::cout << options.config_path << ": ok (" << topics << " topic"
+            << (topics == 1 ? "" : "s") << ")";
+  if (any_hook && !hooks_checked) {
+    std::cout << "; hooks not checked: " << options.db_path
+              << " does not exist yet (they are checked at start-up)";
+  }
+  std::cout << "\n";
+  return outbox::daemon::kExitOk;
+}
+
+}  // namespace
+
 int main(int argc, char** argv) {
   // Before any thread exists, so that every thread inherits the mask.
   outbox::daemon::BlockDaemonSignals();
@@ -52,23 +101,7 @@ int main(int argc, char** argv) {
     std::cerr << "outboxd: " << e.what() << '\n';
     return outbox::daemon::kExitUsage;
   }
-  if (check_only) {
-    for (const std::string& warning : config.warnings) {
-      std::cerr << "outboxd: warning: " << options.config_path << ": " << warning << '\n';
-    }
-    // A default moved to fit what the user wrote: say what it is now.
-    for (const std::string& adjustment : config.adjustments) {
-      std::cerr << "outboxd: note: " << options.config_path << ": " << adjustment << '\n';
-    }
-    if (print) {
-      std::cout << outbox::agent::EffectiveConfigJson(config);
-      return outbox::daemon::kExitOk;
-    }
-    const std::size_t topics = config.options.topics.size();
-    std::cout << options.config_path << ": ok (" << topics << " topic"
-              << (topics == 1 ? "" : "s") << ")\n";
-    return outbox::daemon::kExitOk;
-  }
+  if (check_only) return CheckConfig(options, config, print);
 
   const auto logger = outbox::daemon::MakeStderrLogger("outboxd");
   outbox::daemon::ApplyLogging(*logger, config);

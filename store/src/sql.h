@@ -466,15 +466,21 @@ inline constexpr char kSetLimits[] =
   " lease_expires_at = ?3, updated_at = ?4, lease_boot_id = ?6, lease_boot_until = ?7"
 
 // ?1 id, ?2 owner, ?3 lease_expires_at, ?4 now, ?6 boot id or NULL, ?7 boot-clock end
+// A scheduled row is not the eager path's before its deliver_at: the sweeper
+// claims it when due.
 inline constexpr char kClaimById[] =
-    OUTBOX_CLAIM_SET " WHERE id = ?1 AND status = 0 AND quarantined <> 1" OUTBOX_CLAIM_RETURNING;
+    OUTBOX_CLAIM_SET " WHERE id = ?1 AND status = 0 AND quarantined <> 1"
+    " AND (deliver_at IS NULL OR deliver_at <= ?4)" OUTBOX_CLAIM_RETURNING;
 
 // A wall clock that jumped back leaves next_attempt_at absurdly far ahead;
 // such rows are made due now (an index range, usually empty).
 // ?1 topic, ?2 now, ?3 now + max interval
+// A scheduled row waiting for its deliver_at is not absurdly far ahead: it
+// waits for that wall-clock time, however far the clock went back.
 inline constexpr char kMakeDueIfFarAhead[] =
     "UPDATE outbox SET next_attempt_at = ?2"
-    " WHERE status = 0 AND topic = ?1 AND next_attempt_at > ?3";
+    " WHERE status = 0 AND topic = ?1 AND next_attempt_at > ?3"
+    " AND (deliver_at IS NULL OR next_attempt_at > deliver_at)";
 
 // The subquery walks the claim index in (next_attempt_at, id) order; RETURNING
 // order is unspecified, so callers that care sort the result.
@@ -520,6 +526,36 @@ inline constexpr char kMarkDead[] =
     " lease_owner = NULL, lease_expires_at = NULL, quarantined = 0,"
     " last_attempt_at = ?3, updated_at = ?3"
     " WHERE id = ?1 AND status = 3 AND lease_token = ?2";
+
+// A completion hook failed after the receiver acknowledged the row: in
+// flight → pending (?7 = 0) with acked_at kept from the first
+// acknowledgement, so that only the completion is retried (never the send),
+// due at ?5; or, its completions spent, dead (?7 = 2) with dead_reason
+// 'hook'. attempts counts the failed completions (?4).
+// ?1 id, ?2 token, ?3 now, ?4 attempts, ?5 next_attempt_at, ?6 error, ?7 status
+inline constexpr char kAcknowledge[] =
+    "UPDATE outbox SET status = ?7, acked_at = coalesce(acked_at, ?3), attempts = ?4,"
+    " dead_reason = CASE WHEN ?7 = 2 THEN 'hook' ELSE dead_reason END,"
+    " next_attempt_at = ?5, last_error = ?6, lease_owner = NULL, lease_expires_at = NULL,"
+    " quarantined = 0, last_attempt_at = ?3, updated_at = ?3"
+    " WHERE id = ?1 AND status = 3 AND lease_token = ?2";
+
+// Pending rows past their deadline: their own expires_at, else created_at +
+// the topic's ttl_ms (?3, 0 = none). Times before the clock floor (?4) are
+// unknown, never past. The first arm walks outbox_expiry.
+// ?1 topic, ?2 now, ?3 ttl_ms, ?4 clock floor, ?5 limit
+inline constexpr char kExpiredPending[] =
+    "SELECT " OUTBOX_ROW_COLUMNS " FROM outbox_message"
+    " WHERE status = 0 AND topic = ?1 AND ("
+    "  (expires_at IS NOT NULL AND expires_at >= ?4 AND expires_at <= ?2)"
+    "  OR (expires_at IS NULL AND ?3 > 0 AND created_at >= ?4 AND created_at <= ?2 - ?3))"
+    " LIMIT ?5";
+// pending → dead, "expired"; no attempt counted.
+// ?1 id, ?2 now, ?3 last_error
+inline constexpr char kExpire[] =
+    "UPDATE outbox SET status = 2, dead_reason = 'expired', last_error = ?3,"
+    " lease_owner = NULL, lease_expires_at = NULL, quarantined = 0, updated_at = ?2"
+    " WHERE id = ?1 AND status = 0";
 
 // A revert hands the row back as it was before the claim: due now, nothing
 // counted, last_attempt_at untouched (the send never started).

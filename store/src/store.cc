@@ -475,6 +475,48 @@ bool Store::MarkDead(const Lease& lease, bool count_attempt, std::string_view er
   });
 }
 
+bool Store::Acknowledge(const Lease& lease, int attempts, std::int64_t next_attempt_at,
+                        std::string_view error, std::int64_t now, bool dead) {
+  return Wrap("acknowledge", [&] {
+    StatementUse q(impl_->Prepare(sql::kAcknowledge));
+    q->bind(1, lease.id);
+    q->bind(2, lease.token);
+    q->bind(3, now);
+    q->bind(4, attempts);
+    q->bind(5, next_attempt_at);
+    q->bind(6, std::string(error));
+    q->bind(7, static_cast<int>(dead ? Status::kDead : Status::kPending));
+    return q->exec() == 1;
+  });
+}
+
+std::vector<Row> Store::ExpiredPending(std::string_view topic, std::int64_t now,
+                                       std::int64_t ttl_ms, int limit) {
+  CheckBatch(limit);
+  if (now < kSaneWallFloorMs) return {};
+  return Wrap("find expired rows", [&] {
+    StatementUse q(impl_->Prepare(sql::kExpiredPending));
+    q->bind(1, std::string(topic));
+    q->bind(2, now);
+    q->bind(3, std::max<std::int64_t>(ttl_ms, 0));
+    q->bind(4, kSaneWallFloorMs);
+    q->bind(5, limit);
+    std::vector<Row> rows;
+    while (q->executeStep()) rows.push_back(ReadRow(*q));
+    return rows;
+  });
+}
+
+bool Store::Expire(std::int64_t id, std::int64_t now, std::string_view error) {
+  return Wrap("expire", [&] {
+    StatementUse q(impl_->Prepare(sql::kExpire));
+    q->bind(1, id);
+    q->bind(2, now);
+    q->bind(3, std::string(error));
+    return q->exec() == 1;
+  });
+}
+
 bool Store::Revert(const Lease& lease, std::int64_t now) {
   return Wrap("revert", [&] { return impl_->Transition(sql::kRevert, lease, now); });
 }

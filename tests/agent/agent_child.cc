@@ -3,6 +3,9 @@
 //   agent_child DB poison   abort() when sending the payload "poison"; exit 0
 //                           once no row is pending or in flight
 //   agent_child DB hold     never answer (holds its leases until killed)
+//   agent_child DB hook URL deliver topic "t" over HTTP to URL, confirming
+//                           each order in table shop through on_delivered;
+//                           exit 0 once no row is pending or in flight
 #include <SQLiteCpp/Database.h>
 #include <unistd.h>
 
@@ -39,8 +42,9 @@ class ChildHandler final : public outbox::agent::Handler {
 }  // namespace
 
 int main(int argc, char** argv) {
-  if (argc != 3) {
-    std::fprintf(stderr, "usage: agent_child DB poison|hold\n");
+  const bool hook = argc == 4 && std::string(argv[2]) == "hook";
+  if (argc != 3 && !hook) {
+    std::fprintf(stderr, "usage: agent_child DB poison|hold|hook URL\n");
     return 2;
   }
   const std::string db = argv[1];
@@ -49,8 +53,14 @@ int main(int argc, char** argv) {
   options.db_path = db;
   options.sweep_interval_ms = 20;
   options.crash_budget = 3;
+  if (hook) {
+    outbox::agent::TopicOptions& topic = options.topics["t"];
+    topic.endpoint.url = argv[3];
+    topic.workers = 4;
+    topic.hooks.on_delivered_sql = "UPDATE shop SET confirmed_at = :now WHERE order_key = :key";
+  }
   outbox::agent::Agent agent(options);
-  agent.RegisterHandler("t", std::make_shared<ChildHandler>(hold));
+  if (!hook) agent.RegisterHandler("t", std::make_shared<ChildHandler>(hold));
   agent.Start();
   SQLite::Database observer(db, SQLite::OPEN_READONLY, 5000);
   for (;;) {

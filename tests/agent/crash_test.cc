@@ -16,10 +16,12 @@ using namespace std::chrono_literals;
 
 std::string ChildPath() { return OUTBOX_AGENT_CHILD; }
 
-pid_t Spawn(const std::string& db, const char* mode) {
+pid_t Spawn(const std::string& db, const char* mode, const std::string& url = "") {
   const std::string child = ChildPath();
   std::vector<char*> argv = {const_cast<char*>(child.c_str()), const_cast<char*>(db.c_str()),
-                             const_cast<char*>(mode), nullptr};
+                             const_cast<char*>(mode)};
+  if (!url.empty()) argv.push_back(const_cast<char*>(url.c_str()));
+  argv.push_back(nullptr);
   pid_t pid = 0;
   if (posix_spawn(&pid, child.c_str(), nullptr, nullptr, argv.data(), environ) != 0) {
     ADD_FAILURE() << "cannot start " << child;
@@ -61,6 +63,45 @@ TEST_F(CrashTest, APoisonMessageEndsDeadByCrashBudgetAndTheRestIsDelivered) {
   ASSERT_TRUE(poison.executeStep());
   EXPECT_EQ(poison.getColumn(0).getInt(), 3);
   EXPECT_NE(poison.getColumn(1).getString().find("crash budget"), std::string::npos);
+}
+
+// The hook's update and the status change commit together: killed anywhere
+// between the receiver's answer and the completion, an order is confirmed
+// exactly when its message is delivered.
+TEST_F(CrashTest, KilledBetweenSendAndCompletionNeitherOrBothAreVisible) {
+  app_->exec("CREATE TABLE shop(order_key TEXT PRIMARY KEY, confirmed_at INTEGER)");
+  for (int i = 0; i < 400; ++i) {
+    const std::string key = "order-" + std::to_string(i);
+    app_->exec("INSERT INTO shop(order_key) VALUES('" + key + "')");
+    InsertPayload(key, "{}");
+  }
+  std::atomic<int> answered{0};
+  server_.Post("/events", [&](const httplib::Request&, httplib::Response& res) {
+    ++answered;
+    res.status = 200;
+  });
+  server_.Start();
+  const auto mismatches = [&] {
+    SQLite::Statement q(*observer_,
+                        "SELECT count(*) FROM outbox JOIN shop ON order_key = msg_key"
+                        " WHERE (status = 1) <> (confirmed_at IS NOT NULL)");
+    q.executeStep();
+    return q.getColumn(0).getInt64();
+  };
+  for (int kill_after : {40, 150}) {
+    const pid_t child = Spawn(db_path_, "hook", server_.Url("/events"));
+    ASSERT_GT(child, 0);
+    ASSERT_TRUE(WaitFor([&] { return answered.load() >= kill_after; }));
+    kill(child, SIGKILL);
+    WaitExit(child);
+    EXPECT_EQ(mismatches(), 0) << "after a kill at " << kill_after << " answers";
+  }
+  // A survivor finishes the rest (resending what was answered but not
+  // completed: at least once).
+  const int status = WaitExit(Spawn(db_path_, "hook", server_.Url("/events")));
+  ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status;
+  EXPECT_EQ(CountStatus(store::Status::kDelivered), 400);
+  EXPECT_EQ(mismatches(), 0);
 }
 
 class KilledHolderTest : public CrashTest {

@@ -24,6 +24,9 @@ store::Row SampleRow() {
   row.last_error = "HTTP 503";
   row.crashes = 1;
   row.operator_retries = 3;
+  row.schema_version = "2";
+  row.expires_at = 9000;
+  row.acked_at = 800;
   return row;
 }
 
@@ -49,6 +52,12 @@ TEST(RowJson, WritesEveryColumnWithNullForUnsetOnes) {
   EXPECT_STREQ(row["last_error"].GetString(), "HTTP 503");
   EXPECT_EQ(row["crashes"].GetInt(), 1);
   EXPECT_EQ(row["operator_retries"].GetInt(), 3);
+  EXPECT_STREQ(row["schema_version"].GetString(), "2");
+  EXPECT_EQ(row["expires_at"].GetInt64(), 9000);
+  EXPECT_EQ(row["acked_at"].GetInt64(), 800);
+  EXPECT_TRUE(row["deliver_at"].IsNull());
+  EXPECT_TRUE(row["dead_reason"].IsNull());
+  EXPECT_TRUE(row["ordering_key"].IsNull());
   EXPECT_EQ(row["payload_bytes"].GetUint64(), 7u);
   EXPECT_FALSE(row.HasMember("payload"));
   EXPECT_FALSE(row.HasMember("message_id"));

@@ -209,7 +209,8 @@ std::unique_ptr<Connection> Endpoint::Impl::NewConnection() const {
   connection->multi.reset(curl_multi_init());
   if (!connection->easy || !connection->multi) throw std::bad_alloc();
   // Room for a secret straddling the cut, so Redact can still recognise it.
-  connection->excerpt_cap = options_.max_error_body_bytes + longest_secret_;
+  connection->excerpt_cap =
+      std::max(options_.max_error_body_bytes + longest_secret_, options_.response_body_bytes);
   // Reserved once: the write callback then never allocates.
   connection->body_excerpt.reserve(connection->excerpt_cap);
 
@@ -343,6 +344,9 @@ Result Endpoint::Impl::Send(std::string_view body, const Headers& headers) {
       result = Classify(code, status, retry_after, util::NowMs(), options_.max_retry_after_ms);
       if (code != CURLE_OK && connection->error[0] != '\0') {
         result.error = connection->error.data();  // more precise than the code's text
+      } else if (result.outcome == Outcome::kDelivered && options_.response_body_bytes > 0) {
+        result.response_body = connection->body_excerpt.substr(
+            0, std::min(options_.response_body_bytes, connection->body_excerpt.size()));
       } else if (result.outcome != Outcome::kDelivered) {
         // Redacted before it is cut, so that no prefix of a secret survives
         // at the cut.

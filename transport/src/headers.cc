@@ -108,6 +108,20 @@ Headers BuildHeaders(const EndpointOptions& options, const Message& message, std
     headers.emplace_back("ce-source", options.ce_source);
     headers.emplace_back("ce-type", std::string(message.topic));
     headers.emplace_back("ce-time", util::FormatRfc3339(message.created_at_ms));
+    if (const std::string schema = internal::DataSchemaOf(options, message); !schema.empty()) {
+      CheckHeaderValue(schema, "dataschema");
+      headers.emplace_back("ce-dataschema", schema);
+    }
+    // Distributed-tracing extension: the row's W3C trace context, also as
+    // ce- attributes (the plain headers follow with the row's headers).
+    for (const char* name : {"traceparent", "tracestate"}) {
+      const std::string_view value = internal::RowHeader(message, name);
+      if (!value.empty()) headers.emplace_back(std::string("ce-") + name, std::string(value));
+    }
+  }
+  if (!message.schema_version.empty()) {
+    CheckHeaderValue(message.schema_version, "schema_version");
+    headers.emplace_back("Schema-Version", std::string(message.schema_version));
   }
   AddEndpointHeaders(options, headers);
   // Row headers come last and only fill gaps: whatever the transport or the
@@ -118,6 +132,27 @@ Headers BuildHeaders(const EndpointOptions& options, const Message& message, std
   }
   return headers;
 }
+
+namespace internal {
+
+std::string DataSchemaOf(const EndpointOptions& options, const Message& message) {
+  static constexpr std::string_view kPlaceholder = "{schema_version}";
+  std::string schema = options.dataschema;
+  const std::size_t at = schema.find(kPlaceholder);
+  if (at == std::string::npos) return schema;
+  if (message.schema_version.empty()) return {};
+  schema.replace(at, kPlaceholder.size(), message.schema_version);
+  return schema;
+}
+
+std::string_view RowHeader(const Message& message, std::string_view name) {
+  for (const Header& header : message.headers) {
+    if (EqualsIgnoreCase(header.first, name)) return header.second;
+  }
+  return {};
+}
+
+}  // namespace internal
 
 Headers BuildBatchHeaders(const EndpointOptions& options, std::string_view batch_id,
                           std::string_view body, std::int64_t now_s) {

@@ -39,6 +39,12 @@ bool IsValidHeaderValue(std::string_view value);
 
 // Content-Type of a message: its row's, else the endpoint's.
 std::string_view ContentTypeOf(const EndpointOptions& options, const Message& message);
+// The message's CloudEvents dataschema; "" = none.
+std::string DataSchemaOf(const EndpointOptions& options, const Message& message);
+// The value of the row header `name` (any case); "" if absent. For the W3C
+// trace context (traceparent, tracestate), which CloudEvents carries as
+// extension attributes too.
+std::string_view RowHeader(const Message& message, std::string_view name);
 // application/json, text/json or any "+json" media type.
 bool IsJsonContentType(std::string_view content_type);
 

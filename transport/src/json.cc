@@ -106,6 +106,17 @@ void WriteCloudEvent(JsonWriter& writer, const EndpointOptions& options, const M
   WriteString(writer, util::FormatRfc3339(message.created_at_ms), "time");
   WriteKey(writer, "datacontenttype");
   WriteString(writer, content_type, "headers[Content-Type]");
+  if (const std::string schema = internal::DataSchemaOf(options, message); !schema.empty()) {
+    WriteKey(writer, "dataschema");
+    WriteString(writer, schema, "dataschema");
+  }
+  // Distributed-tracing extension attributes from the row's trace context.
+  for (const char* name : {"traceparent", "tracestate"}) {
+    const std::string_view value = internal::RowHeader(message, name);
+    if (value.empty()) continue;
+    WriteKey(writer, name);
+    WriteString(writer, value, name);
+  }
   // CloudEvents JSON format 3.1: JSON data goes in "data" only when the
   // content type says JSON; anything else travels as data_base64.
   WritePayload(writer, message.payload, internal::IsJsonContentType(content_type), "data",

@@ -30,6 +30,8 @@
 #include "outbox/store.h"
 #include "outbox/transport.h"
 
+struct sqlite3;
+
 namespace spdlog {
 class logger;
 }
@@ -64,6 +66,7 @@ struct Delivery {
   const std::vector<std::pair<std::string, std::string>>* headers = nullptr;
   int attempt = 1;  // 1 for the first try
   std::int64_t created_at_ms = 0;
+  std::string_view schema_version;  // "" = none
 };
 
 // A handler's verdict; the same classification as transport::Outcome.
@@ -78,6 +81,9 @@ struct HandlerResult {
   // NATS authorization violation, MQTT "not authorized"): the breaker opens
   // at once instead of after a run of failures.
   bool configuration_failure = false;
+  // The start of the receiver's answer (at most kMaxResponseBytes), handed
+  // to on_delivered hooks; a batch's answer is every member's.
+  std::string response = {};
 };
 
 // Delivers messages of one topic in the application's own way. Called
@@ -96,6 +102,69 @@ class Handler {
   // Called from another thread at the stop deadline: abort what is in flight.
   virtual void Abort() {}
 };
+
+// ---------------------------------------------------------------------------
+// Completion hooks: the application's own state changes in the transaction
+// that marks the message delivered (or dead), so the two never disagree.
+
+// Bytes of the receiver's answer a hook sees.
+inline constexpr std::size_t kMaxResponseBytes = 64 * 1024;
+
+// What a hook sees. Views are valid during the call only.
+struct Completion {
+  std::int64_t id = 0;
+  std::string_view topic;
+  std::string_view key;
+  std::string_view payload;
+  std::string_view headers_json;  // the row's headers column; "" if none
+  int attempts = 0;               // the row's attempts column
+  // The receiver's answer: HTTP status (0 when none, e.g. a retried
+  // completion or another sink) and the start of its body, UTF-8 (invalid
+  // bytes replaced).
+  int status_code = 0;
+  std::string_view response;
+  std::string_view last_error;   // on_dead: why the message is dead
+  std::string_view dead_reason;  // on_dead: permanent, attempts, age, expired, crash
+  std::int64_t now_ms = 0;
+};
+
+// Runs on the agent's writer thread, on the writer's connection, inside the
+// transaction that changes the row's status and under a SAVEPOINT of its own.
+// Throwing fails the hook: its writes and the status change are rolled back
+// together (see CompletionHooks). It must not end the transaction (COMMIT,
+// ROLLBACK, RELEASE of an outer savepoint); if it does, the writer redoes
+// its group without this message and treats the hook as failed.
+using CompletionHook = std::function<void(sqlite3* connection, const Completion& completion)>;
+
+struct CompletionHooks {
+  // After the receiver acknowledged the message. If it fails the message is
+  // not sent again: it stays acknowledged with its completion pending, and
+  // only the completion is retried on the topic's retry schedule; after
+  // retry.max_attempts failed completions it is dead with dead_reason "hook"
+  // (and on_dead does not run for it).
+  CompletionHook on_delivered;
+  // When the agent makes the message dead. If it fails the message is dead
+  // anyway and last_error records the hook's error too.
+  CompletionHook on_dead;
+  // The sidecar's form: one INSERT, UPDATE, DELETE or REPLACE statement with
+  // the named parameters :id :topic :key :payload :headers :attempts
+  // :status_code :response :last_error :dead_reason :now. Checked (prepared
+  // under an authorizer) when the agent starts; used when the function of
+  // the same name is empty.
+  std::string on_delivered_sql;
+  std::string on_dead_sql;
+};
+
+// Prepares every topic's on_delivered_sql and on_dead_sql against the
+// database at options.db_path, read-only, changing nothing. Returns false,
+// checking nothing, when the file does not exist. Throws
+// std::invalid_argument naming the key (`topics."t".on_delivered: ...`) for a
+// syntax error, a missing table or column, more than one statement, a
+// statement that is not one INSERT/UPDATE/DELETE/REPLACE, anything the
+// authorizer refuses, or an unknown parameter; store errors for a database
+// that cannot be opened.
+struct Options;
+bool CheckHookSql(const Options& options);
 
 // ---------------------------------------------------------------------------
 // Options.
@@ -120,6 +189,10 @@ struct TopicOptions {
   std::int64_t queue_bytes = 4 * 1024 * 1024;
   store::RetryPolicy retry;
   BreakerOptions breaker;
+  CompletionHooks hooks;
+  // Messages of this topic not delivered within this long after created_at
+  // are dead ("expired"), ms; 0 = never. A row's own expires_at wins.
+  std::int64_t ttl_ms = 0;
 };
 
 struct RetentionOptions {
@@ -193,6 +266,8 @@ struct TopicCounters {
   // Endpoint failures that did not cost the message an attempt (outage).
   std::int64_t attempts_saved = 0;
   std::int64_t crash_budget_deaths = 0;
+  // Dead because expires_at or the topic's ttl_ms passed (also in dead).
+  std::int64_t expired = 0;
   std::int64_t taken_back = 0;
   // Commit → acknowledgement, seconds: counts per bucket (not cumulative),
   // bucket i holding latencies in (bound[i-1], bound[i]]; latencies above
@@ -242,6 +317,8 @@ class Metrics {
   void Delivered(std::string_view topic, double latency_seconds);
   void AttemptFailed(std::string_view topic, bool cost_attempt);
   void Dead(std::string_view topic, bool by_crash_budget = false);
+  // Counts in dead too.
+  void Expired(std::string_view topic);
   void Recycled(std::string_view topic, std::int64_t n);
   void PoolRejected(std::string_view topic);
   void TakenBack(std::int64_t n);

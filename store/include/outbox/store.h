@@ -516,6 +516,23 @@ class Store {
   // attempts + 1 when `count_attempt`.
   bool MarkDead(const Lease& lease, bool count_attempt, std::string_view error,
                 std::string_view dead_reason, std::int64_t now);
+  // in flight → pending, acknowledged by the receiver but its completion
+  // (a hook) failed: acked_at is set (kept if already set), attempts becomes
+  // `attempts` (failed completions), the row is due again at
+  // `next_attempt_at` and is never sent again, only completed. With `dead`,
+  // the completions are spent: dead with dead_reason "hook" instead (an
+  // operator retry then retries the completion, not the send).
+  bool Acknowledge(const Lease& lease, int attempts, std::int64_t next_attempt_at,
+                   std::string_view error, std::int64_t now, bool dead = false);
+  // Up to `limit` pending rows of `topic` past their deadline at `now`:
+  // expires_at, else created_at + `ttl_ms` (0 = no default). A time before
+  // kSaneWallFloorMs is unknown and never past; nothing is past while `now`
+  // itself lies before it.
+  std::vector<Row> ExpiredPending(std::string_view topic, std::int64_t now, std::int64_t ttl_ms,
+                                  int limit);
+  // pending → dead with dead_reason "expired" and `error` as last_error; no
+  // attempt counted. False if the row is no longer pending.
+  bool Expire(std::int64_t id, std::int64_t now, std::string_view error = "expired");
   // in flight → pending at once, no attempt counted (pool full, clean stop).
   bool Revert(const Lease& lease, std::int64_t now);
 

@@ -157,6 +157,13 @@ struct EndpointOptions {
   std::int64_t max_retry_after_ms = 3'600'000;
   // Bytes of a failed response's body kept in Result::error.
   std::size_t max_error_body_bytes = 1024;
+  // CloudEvents dataschema, a URI template: "{schema_version}" is replaced
+  // by the message's schema version; a template with the placeholder is left
+  // out for a message without one. "" = no dataschema.
+  std::string dataschema;
+  // Bytes of a 2xx response's body handed back in Result::response_body (for
+  // completion hooks that store a receiver-assigned id). 0 = none kept.
+  std::size_t response_body_bytes = 0;
   TlsOptions tls;
 };
 
@@ -174,6 +181,9 @@ struct Message {
   // The row's own headers (see ParseRowHeaders); may be empty.
   std::span<const Header> headers = {};
   std::int64_t created_at_ms = 0;  // ms since the Unix epoch; ce-time
+  // The payload's schema version ("" = none): the Schema-Version header and
+  // CloudEvents dataschema.
+  std::string_view schema_version = {};
 };
 
 // Parses a row's `headers` column (a JSON object of string values; "" means
@@ -281,6 +291,9 @@ struct Result {
   // Why it failed, for last_error: libcurl's text, "aborted", or "HTTP 503:
   // <body excerpt>". Never holds configured header values or secrets.
   std::string error;
+  // The start of a 2xx response's body, at most response_body_bytes (HTTP
+  // only; other sinks leave it empty).
+  std::string response_body;
   // Body bytes sent (the request size for metrics).
   std::size_t request_bytes = 0;
   // Wall time of the attempt, microseconds.
