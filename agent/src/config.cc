@@ -286,6 +286,20 @@ void ReadRetry(Section& retry, store::RetryPolicy& policy) {
   }
 }
 
+// "ordering": {"by": "key", "dead_head": "block" | "skip"}; "by" is required,
+// so that a later mode ("by": "topic") cannot be mistaken for this one.
+void ReadOrdering(Section& section, store::TopicOrdering& ordering) {
+  bool by_key = false;
+  if (!section.ReadChoice<bool>("by", {{"key", true}}, by_key)) {
+    Fail(section.PathOf("by"), R"(required key is missing (the only mode is "key"))");
+  }
+  ordering.by_key = by_key;
+  section.ReadChoice<store::DeadHead>(
+      "dead_head", {{"block", store::DeadHead::kBlock}, {"skip", store::DeadHead::kSkip}},
+      ordering.dead_head);
+  section.WarnUnknown();
+}
+
 void ReadBreaker(Section& section, BreakerOptions& breaker) {
   section.ReadInt("failure_threshold", breaker.failure_threshold, Limit(limits::kFailureThreshold));
   section.Read("open_ms", breaker.open_ms, kPositive);
@@ -461,6 +475,7 @@ TopicOptions ReadTopic(Section& topic, const Options& options) {
   if (auto mqtt = topic.Object("mqtt")) ReadMqtt(*mqtt, endpoint.mqtt);
   if (auto retry = topic.Object("retry")) ReadRetry(*retry, result.retry);
   if (auto breaker = topic.Object("breaker")) ReadBreaker(*breaker, result.breaker);
+  if (auto ordering = topic.Object("ordering")) ReadOrdering(*ordering, result.ordering);
   topic.WarnUnknown();
 
   // A request outliving its lease could be sent again by another agent while
@@ -491,7 +506,11 @@ void ReadTopics(Section& root, Options& options) {
     const std::string path = topics.PathOf(name);
     if (name.empty()) Fail(path, "a topic name must not be empty");
     Section topic(topic_value, path, root.warnings());
-    options.topics.emplace(std::string(name), ReadTopic(topic, options));
+    TopicOptions read = ReadTopic(topic, options);
+    if (name == "*" && read.ordering.by_key) {
+      Fail(Child(path, "ordering"), R"(not available on "*"; give the ordered topic its own entry)");
+    }
+    options.topics.emplace(std::string(name), std::move(read));
   });
 }
 

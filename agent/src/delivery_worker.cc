@@ -60,7 +60,7 @@ void DeliveryWorker::Work(Route& route, int index, std::vector<store::Claimed>& 
       } catch (const std::invalid_argument& e) {
         // Written by another application without our triggers: the row can
         // never be sent as it is.
-        FinishDead(item, std::string("malformed row: ") + e.what(), true,
+        FinishDead(route, item, std::string("malformed row: ") + e.what(), true,
                    store::dead_reason::kPermanent);
         continue;
       }
@@ -150,7 +150,7 @@ void DeliveryWorker::Apply(Route& route, Loaded& item, const Decision& decision,
       return;
     case Action::kDead:
       rt_.metrics->AttemptFailed(item.row.topic, decision.count_attempt);
-      FinishDead(item, decision.error, decision.count_attempt, decision.dead_reason);
+      FinishDead(route, item, decision.error, decision.count_attempt, decision.dead_reason);
       return;
     case Action::kReschedule: {
       rt_.metrics->AttemptFailed(item.row.topic, decision.count_attempt);
@@ -185,25 +185,49 @@ void DeliveryWorker::FinishDelivered(Route& route, std::span<Loaded> items) {
     // group fails (a full disk: each completion rewrites its row, payload
     // included) it retries them one by one, and a small one still fits.
     const store::Lease lease = item.lease;
-    rt_.writer->Submit({[lease, now](store::Store& s) { s.Complete(lease, now); },
-                        {},
-                        /*deferrable=*/true});
+    SubmitOutcome(route, item, [lease, now](store::Store& s) { s.Complete(lease, now); },
+                  /*deferrable=*/true);
     rt_.log->debug("delivered topic={} id={}", item.row.topic, item.row.id);
   }
 }
 
-void DeliveryWorker::FinishDead(const Loaded& item, const std::string& error,
+void DeliveryWorker::FinishDead(Route& route, const Loaded& item, const std::string& error,
                                 bool count_attempt, const std::string& dead_reason) {
   const std::int64_t now = rt_.clock->WallMs();
   rt_.metrics->Dead(item.row.topic);
   const store::Lease lease = item.lease;
-  rt_.writer->Submit({[lease, count_attempt, error = TruncateError(error), dead_reason,
-                       now](store::Store& s) {
-                        s.MarkDead(lease, count_attempt, error, dead_reason, now);
-                      },
-                      {}});
+  // A dead head with dead_head skip (or one that expired) lets its key go on;
+  // the claim statement decides whether it does.
+  SubmitOutcome(route, item,
+                [lease, count_attempt, error = TruncateError(error), dead_reason,
+                 now](store::Store& s) { s.MarkDead(lease, count_attempt, error, dead_reason, now); },
+                /*deferrable=*/false);
   rt_.log->warn("dead-lettered topic={} id={} key={} error={}", item.row.topic, item.row.id,
                 item.row.key, error);
+}
+
+void DeliveryWorker::SubmitOutcome(Route& route, const Loaded& item,
+                                   std::function<void(store::Store&)> change, bool deferrable) {
+  if (dispatcher_ == nullptr || !route.options.ordering.by_key || !item.row.ordering_key) {
+    rt_.writer->Submit({std::move(change), {}, deferrable});
+    return;
+  }
+  auto next = std::make_shared<std::optional<store::Claimed>>();
+  rt_.writer->Submit(
+      {[this, change = std::move(change), next, topic = item.row.topic,
+        key = *item.row.ordering_key](store::Store& s) {
+         next->reset();  // the transaction may be retried
+         change(s);
+         // As the eager path: nothing new while stopping, and rows taken
+         // back from a crashed agent go one at a time (the sweeper's probation).
+         if (rt_.stopping.load() || rt_.probation.load()) return;
+         const std::int64_t now = rt_.clock->WallMs();
+         *next = s.ClaimNextOfKey(topic, key, rt_.owner, rt_.LeaseUntil(now), now);
+       },
+       [this, next] {
+         if (*next) dispatcher_->DispatchEager({**next});
+       },
+       deferrable});
 }
 
 }  // namespace outbox::agent

@@ -5,6 +5,7 @@
 #include <span>
 #include <vector>
 
+#include "dispatcher.h"
 #include "outcome.h"
 #include "route_table.h"
 #include "runtime.h"
@@ -15,7 +16,10 @@ namespace outbox::agent {
 // concurrently on every worker thread of every route.
 class DeliveryWorker {
  public:
-  explicit DeliveryWorker(Runtime& runtime) : rt_(runtime) {}
+  // `dispatcher` takes the next row of an ordering key that a completion
+  // claimed (docs/ordering.md); null: such rows wait for the sweeper.
+  explicit DeliveryWorker(Runtime& runtime, Dispatcher* dispatcher = nullptr)
+      : rt_(runtime), dispatcher_(dispatcher) {}
 
   // A pool's work function: reads the leased rows on worker `index`'s own
   // connection, sends them and hands the outcomes to the writer. Never
@@ -36,9 +40,17 @@ class DeliveryWorker {
   void Resolve(Route& route, Loaded& item, const HandlerResult& result);
   void Apply(Route& route, Loaded& item, const Decision& decision, std::int64_t now);
   void FinishDelivered(Route& route, std::span<Loaded> items);
-  void FinishDead(const Loaded& item, const std::string& error, bool count_attempt);
+  void FinishDead(Route& route, const Loaded& item, const std::string& error,
+                  bool count_attempt, const std::string& dead_reason);
+  // Submits `change` (the row's outcome) to the writer. When the row's topic
+  // orders by key and the row has a key, the same transaction then claims
+  // the key's next row, which goes out once it commits: a successor is sent
+  // as soon as its predecessor is done, not at the next sweep.
+  void SubmitOutcome(Route& route, const Loaded& item,
+                     std::function<void(store::Store&)> change, bool deferrable);
 
   Runtime& rt_;
+  Dispatcher* dispatcher_;
 };
 
 }  // namespace outbox::agent

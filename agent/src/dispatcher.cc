@@ -53,23 +53,25 @@ void Dispatcher::ClaimCommitted(std::vector<store::EnqueuedRow> rows) {
            }
          }
        },
-       [this, claimed] {
-         std::vector<store::Claimed> ready;
-         for (const auto& c : *claimed) {
-           if (rt_.stopping.load()) {
-             rt_.Revert(c.lease);
-             continue;
-           }
-           Route* route = routes_.For(c.topic);
-           // An open breaker means the sweeper decides when to try again.
-           if (route != nullptr && !route->breaker->IsClosed()) {
-             rt_.Revert(c.lease);
-             continue;
-           }
-           ready.push_back(c);
-         }
-         DispatchAll(ready);
-       }});
+       [this, claimed] { DispatchEager(*claimed); }});
+}
+
+void Dispatcher::DispatchEager(const std::vector<store::Claimed>& claimed) {
+  std::vector<store::Claimed> ready;
+  for (const auto& c : claimed) {
+    if (rt_.stopping.load()) {
+      rt_.Revert(c.lease);
+      continue;
+    }
+    Route* route = routes_.For(c.topic);
+    // An open breaker means the sweeper decides when to try again.
+    if (route != nullptr && !route->breaker->IsClosed()) {
+      rt_.Revert(c.lease);
+      continue;
+    }
+    ready.push_back(c);
+  }
+  DispatchAll(ready);
 }
 
 }  // namespace outbox::agent
