@@ -322,8 +322,11 @@ inline constexpr char kSetLimits[] =
   "           AND coalesce(p.dead_reason, '') NOT IN ('expired', 'cancelled'))))))"
 
 // ?1 id, ?2 owner, ?3 lease_expires_at, ?4 now, ?6 boot id or NULL, ?7 boot-clock end
+// A row scheduled ahead (deliver_at) is not taken eagerly: the sweeper
+// claims it when due (and, under ordering, it holds its key until then).
 inline constexpr char kClaimById[] =
-    OUTBOX_CLAIM_SET " WHERE id = ?1 AND status = 0 AND quarantined <> 1 AND"
+    OUTBOX_CLAIM_SET " WHERE id = ?1 AND status = 0 AND quarantined <> 1"
+    " AND (deliver_at IS NULL OR deliver_at <= ?4) AND"
     OUTBOX_ORDER_READY("outbox") " RETURNING lease_token, topic";
 
 // The eager path behind a completion: the oldest pending row of one key,
