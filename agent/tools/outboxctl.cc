@@ -93,8 +93,26 @@ int RunStats(const Context& context) {
   return 0;
 }
 
+// The head of each blocked ordering key (docs/ordering.md): the message its
+// key waits for.
+std::vector<Row> BlockedHeads(Store& store, const std::string& topic, int limit) {
+  std::vector<Row> heads;
+  std::int64_t after = 0;
+  const std::int64_t now = NowMs();
+  while (static_cast<int>(heads.size()) < limit) {
+    const std::vector<Row> page = store.BlockedHeads(now, after, limit);
+    for (const Row& row : page) {
+      if (topic.empty() || row.topic == topic) heads.push_back(row);
+    }
+    if (static_cast<int>(page.size()) < limit) break;
+    after = page.back().id;
+  }
+  if (static_cast<int>(heads.size()) > limit) heads.resize(static_cast<std::size_t>(limit));
+  return heads;
+}
+
 int RunList(const Context& context, const std::string& status_name, const std::string& topic,
-            int limit) {
+            int limit, bool blocked) {
   outbox::store::ListFilter filter;
   if (!status_name.empty()) {
     filter.status = outbox::store::ParseStatus(status_name);
@@ -105,8 +123,11 @@ int RunList(const Context& context, const std::string& status_name, const std::s
   }
   if (!topic.empty()) filter.topic = topic;
   filter.limit = limit;
+  if (blocked && filter.status) {
+    throw std::invalid_argument("--blocked: lists the heads of blocked keys; drop --status");
+  }
   Store store = Open(context);
-  const std::vector<Row> rows = store.List(filter);
+  const std::vector<Row> rows = blocked ? BlockedHeads(store, topic, limit) : store.List(filter);
   if (context.json) {
     std::cout << outbox::row_json::RowsToJson(rows) << '\n';
     return 0;
@@ -121,6 +142,27 @@ int RunList(const Context& context, const std::string& status_name, const std::s
                 OneLine(row.last_error.value_or(""), 60).c_str());
   }
   return 0;
+}
+
+// What keeps a pending row from being sent, in words.
+std::string WaitsFor(Store& store, const Row& row) {
+  if (row.status != Status::kPending) return "-";
+  if (const std::optional<Row> head = store.WaitsFor(row.id)) {
+    std::string what = "id " + std::to_string(head->id) + " (" +
+                       std::string(outbox::store::StatusName(head->status));
+    if (head->status == Status::kDead) {
+      what += ", " + head->dead_reason.value_or("dead") +
+              "; `outboxctl retry --id " + std::to_string(head->id) + "` or purge it to go on";
+    } else if (head->status == Status::kPending) {
+      what += ", due " + outbox::util::FormatRfc3339(head->next_attempt_at);
+    }
+    return what + "), the oldest undelivered message of ordering key " +
+           head->ordering_key.value_or("") + " before it";
+  }
+  if (row.next_attempt_at > NowMs()) {
+    return "its time, " + outbox::util::FormatRfc3339(row.next_attempt_at);
+  }
+  return "nothing: an agent sends it at its next pass";
 }
 
 int RunShow(const Context& context, std::int64_t id) {
@@ -139,7 +181,9 @@ int RunShow(const Context& context, std::int64_t id) {
   std::cout << "id:               " << row->id << '\n'
             << "topic:            " << row->topic << '\n'
             << "msg_key:          " << row->key << '\n'
+            << "ordering_key:     " << row->ordering_key.value_or("-") << '\n'
             << "status:           " << outbox::store::StatusName(row->status) << '\n'
+            << "waits for:        " << WaitsFor(store, *row) << '\n'
             << "attempts:         " << row->attempts << '\n'
             << "next_attempt_at:  " << outbox::util::FormatRfc3339(row->next_attempt_at) << '\n'
             << "created_at:       " << outbox::util::FormatRfc3339(row->created_at) << '\n'
@@ -151,6 +195,24 @@ int RunShow(const Context& context, std::int64_t id) {
             << "last_error:       " << OneLine(row->last_error.value_or("-"), 2000) << '\n'
             << "payload (" << row->payload.size() << " bytes): " << OneLine(row->payload, 2000)
             << '\n';
+  return 0;
+}
+
+int RunOrdering(const Context& context, const std::string& forget) {
+  Store store = Open(context);
+  if (!forget.empty()) {
+    if (!store.ForgetOrdering(forget)) {
+      std::cerr << "outboxctl: no ordering recorded for topic " << forget << '\n';
+      return kExitFailure;
+    }
+    std::cout << "forgot the ordering of topic " << forget
+              << "; the next agent to start records its own\n";
+    return 0;
+  }
+  std::printf("%-32s %s\n", "TOPIC", "ORDERING");
+  for (const auto& [topic, mode] : store.RecordedOrderings()) {
+    std::printf("%-32s %s\n", OneLine(topic, 32).c_str(), outbox::store::Describe(mode).c_str());
+  }
   return 0;
 }
 
@@ -242,6 +304,8 @@ struct CommandLine {
   outbox::store::NewMessage message;
   std::string payload_source;
   bool if_absent = false;
+  bool blocked = false;
+  std::string forget_ordering;
 };
 
 void DeclareQueries(CLI::App& app, CommandLine& cl) {
@@ -254,7 +318,14 @@ void DeclareQueries(CLI::App& app, CommandLine& cl) {
   list->add_option("--status", cl.status_name, "pending, in_flight, delivered or dead");
   list->add_option("--topic", cl.topic, "only this topic");
   list->add_option("--limit", cl.limit, "at most this many rows")->check(CLI::PositiveNumber);
+  list->add_flag("--blocked", cl.blocked,
+                 "only the heads of blocked ordering keys (dead, or waiting for a retry or its "
+                 "deliver_at, while later messages of the key wait)");
   list->add_flag("--json", cl.context.json, "machine-readable output");
+
+  auto* ordering = app.add_subcommand("ordering", "the per-key ordering recorded for each topic");
+  ordering->add_option("--forget", cl.forget_ordering,
+                       "forget TOPIC's recorded ordering (stop every agent first)");
 
   auto* show = app.add_subcommand("show", "show one row with its headers and last error");
   show->add_option("ID", cl.show_id, "row id")->required();
@@ -288,6 +359,8 @@ void DeclareRepairs(CLI::App& app, CommandLine& cl) {
   enqueue->add_option("--key", cl.message.key, "msg_key, unique per topic")->required();
   enqueue->add_option("--payload-file", cl.payload_source, "file with the body, or - for stdin");
   enqueue->add_option("--headers", cl.message.headers_json, "JSON object of extra HTTP headers");
+  enqueue->add_option("--ordering-key", cl.message.ordering_key,
+                      "messages of one ordering key go in commit order (topics with ordering)");
   enqueue->add_flag("--if-absent", cl.if_absent,
                     "succeed with the existing id on a duplicate key");
 }
@@ -297,7 +370,10 @@ int Dispatch(const CLI::App& app, const CommandLine& cl) {
   const Context& context = cl.context;
   if (app.got_subcommand("init")) return RunInit(context);
   if (app.got_subcommand("stats")) return RunStats(context);
-  if (app.got_subcommand("list")) return RunList(context, cl.status_name, cl.topic, cl.limit);
+  if (app.got_subcommand("list")) {
+    return RunList(context, cl.status_name, cl.topic, cl.limit, cl.blocked);
+  }
+  if (app.got_subcommand("ordering")) return RunOrdering(context, cl.forget_ordering);
   if (app.got_subcommand("show")) return RunShow(context, cl.show_id);
   if (app.got_subcommand("retry")) {
     return RunRetry(context, Selector(cl.select_id, cl.select_topic, cl.select_all_dead));
