@@ -186,7 +186,7 @@ void DeliveryWorker::FinishDelivered(Route& route, std::span<Loaded> items) {
     // included) it retries them one by one, and a small one still fits.
     const store::Lease lease = item.lease;
     SubmitOutcome(route, item, [lease, now](store::Store& s) { s.Complete(lease, now); },
-                  /*deferrable=*/true);
+                  /*deferrable=*/!route.options.ordering.by_key || !item.row.ordering_key);
     rt_.log->debug("delivered topic={} id={}", item.row.topic, item.row.id);
   }
 }
