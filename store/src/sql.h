@@ -208,7 +208,7 @@ CREATE INDEX outbox_ordering ON outbox(topic, ordering_key, id)
 CREATE INDEX outbox_expiry ON outbox(expires_at)
   WHERE expires_at IS NOT NULL AND status = 0;
 
-DROP TRIGGER outbox_check_insert;
+DROP TRIGGER IF EXISTS outbox_check_insert;
 CREATE TRIGGER outbox_check_insert BEFORE INSERT ON outbox
 BEGIN
   SELECT RAISE(ABORT, 'outbox: topic: must be a non-empty string')

@@ -186,14 +186,14 @@ struct NewMessage {
   RetryOverride retry;  // per-row policy; empty = the topic's defaults
   // Version of the payload's schema: 1..kMaxSchemaVersionBytes token
   // characters (letters, digits, !#$%&'*+-.^_`|~), sent as Schema-Version.
-  std::optional<std::string> schema_version;
+  std::optional<std::string> schema_version = std::nullopt;
   // With a topic's ordering, messages of one ordering key go in commit
   // order; 1..kMaxKeyBytes bytes. Unrelated to `key` (deduplication).
-  std::optional<std::string> ordering_key;
+  std::optional<std::string> ordering_key = std::nullopt;
   // Not sent before this time (ms since the epoch); at most a year ahead.
-  std::optional<std::int64_t> deliver_at;
+  std::optional<std::int64_t> deliver_at = std::nullopt;
   // Not sent after this time (ms since the epoch): then dead, "expired".
-  std::optional<std::int64_t> expires_at;
+  std::optional<std::int64_t> expires_at = std::nullopt;
 };
 
 struct EnqueueOptions {
