@@ -40,6 +40,17 @@ for figure in enqueue store delivery latency scale sidecar ordering; do
   printf '    (%ss)\n' "$(( $(date +%s) - figure_start ))" >&2
 done
 
+# Figure 7: bytes written per message by payload size (a counting VFS shim).
+bytes_bench=$build/tests/bench/bytes_bench
+if [ -x "$bytes_bench" ]; then
+  printf '=== bytes\n' >&2
+  bytes_args=(--messages "$(( 1000 * scale ))")
+  [ -n "${OUTBOX_BENCH_DIR:-}" ] && bytes_args+=(--dir "$OUTBOX_BENCH_DIR")
+  "$bytes_bench" "${bytes_args[@]}" | tee -a "$rows" | sed 's/^@row\t/  /' >&2 || status=1
+else
+  printf '@row\t7 bytes written per message\tnot measured: bytes_bench not built\t-\t-\t-\t-\n' >>"$rows"
+fi
+
 # Stripped sizes: outboxd and outboxctl beside the naive relay.
 stripped_size() {
   local copy

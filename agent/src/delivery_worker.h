@@ -12,8 +12,7 @@
 
 namespace outbox::agent {
 
-// Stateless apart from the route's per-worker read connections; Work() runs
-// concurrently on every worker thread of every route.
+// Stateless; Work() runs concurrently on every worker thread of every route.
 class DeliveryWorker {
  public:
   // `dispatcher` takes the next row of an ordering key that a completion
@@ -21,9 +20,9 @@ class DeliveryWorker {
   explicit DeliveryWorker(Runtime& runtime, Dispatcher* dispatcher = nullptr)
       : rt_(runtime), dispatcher_(dispatcher) {}
 
-  // A pool's work function: reads the leased rows on worker `index`'s own
-  // connection, sends them and hands the outcomes to the writer. Never
-  // throws: a failed read gives the whole batch back.
+  // A pool's work function: sends the claimed rows (the claim returned
+  // them, payload included) and hands the outcomes to the writer. Never
+  // throws: a failure gives the whole batch back.
   void Work(Route& route, int index, std::vector<store::Claimed>& batch);
 
  private:
@@ -35,7 +34,6 @@ class DeliveryWorker {
     std::string message_id;
   };
 
-  store::Store& ReaderFor(Route& route, int index);
   void Send(Route& route, std::span<Loaded> items);
   void Resolve(Route& route, Loaded& item, const HandlerResult& result);
   void Apply(Route& route, Loaded& item, const Decision& decision, std::int64_t now);

@@ -20,7 +20,7 @@ class Dispatcher {
   // worker finds a whole batch rather than the fragment queued before it
   // woke up. Rows without a route, or that the pool refuses, or claimed while
   // the agent stops, are reverted.
-  void DispatchAll(const std::vector<store::Claimed>& claimed);
+  void DispatchAll(std::vector<store::Claimed> claimed);
 
   // The eager path: claims these committed rows on the writer and dispatches
   // them after the claim commits; with an open breaker they go back to the
@@ -31,7 +31,7 @@ class Dispatcher {
   // Rows the eager path claimed, once their claim committed (on the writer
   // thread): to their pools, or back to pending while the agent stops or
   // their endpoint's breaker is not closed (the sweeper decides then).
-  void DispatchEager(const std::vector<store::Claimed>& claimed);
+  void DispatchEager(std::vector<store::Claimed> claimed);
 
  private:
   Runtime& rt_;

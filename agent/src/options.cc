@@ -38,6 +38,7 @@ void Validate(const Options& options) {
     }
     CheckRange(where + "workers", topic.workers, limits::kWorkers);
     CheckRange(where + "queue_capacity", topic.queue_capacity, limits::kQueueCapacity);
+    CheckRange(where + "queue_bytes", topic.queue_bytes, limits::kQueueBytes);
     try {
       store::Validate(topic.retry);
     } catch (const std::invalid_argument& e) {

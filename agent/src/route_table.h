@@ -23,8 +23,6 @@ struct Route {
   std::shared_ptr<Handler> handler;
   std::shared_ptr<Breaker> breaker;  // shared by every route to the same endpoint
   std::unique_ptr<WorkerPool> pool;
-  // One read connection per worker, opened by and used only on that worker.
-  std::vector<std::unique_ptr<store::Store>> readers;
   // The pool refused rows: wake the sweeper when it has room again.
   std::atomic<bool> backlog{false};
 };

@@ -4,7 +4,7 @@
 //                [--outboxd PATH] [--relay PATH] [--only TEXT]
 //
 // FIGURE is enqueue (1), store (2), delivery (3), latency (4a), scale (5),
-// sidecar (4b and 6), ordering (7) or all. Prints details on stderr and one "@row" line per
+// sidecar (4b and 6), ordering (8) or all. Prints details on stderr and one "@row" line per
 // result on stdout; packaging/bench.sh turns those into the table. Not a
 // ctest test.
 #include <cstdio>

@@ -1,10 +1,10 @@
-// Figure 7: per-key ordering (docs/ordering.md).
+// Figure 8: per-key ordering (docs/ordering.md).
 //
-//  7a  100 000 messages over 1 000 ordering keys, 8 workers: a topic with
+//  8a  100 000 messages over 1 000 ordering keys, 8 workers: a topic with
 //      ordering against the same rows on a topic without (target ≥ 0.7).
-//  7b  one hot key (every message on one ordering key): the agent against a
+//  8b  one hot key (every message on one ordering key): the agent against a
 //      raw sequential libcurl loop posting the same requests (target ≥ 0.6).
-//  7c  one claim pass (ClaimDue of 100 rows, rolled back) at 1 000 000
+//  8c  one claim pass (ClaimDue of 100 rows, rolled back) at 1 000 000
 //      pending rows over 10 000 keys against the pass at 1 000 pending rows
 //      over 1 000 keys (target ≤ 1.5 × the small one's time, i.e. a rate
 //      ratio ≥ 0.67); and the large file again with half of its keys held by
@@ -114,7 +114,7 @@ class Rig {
 };
 
 void ManyKeys(const Settings& settings, WorkDir& dir, const std::string& url) {
-  const char* figure = "7a ordering: 100 000 messages over 1 000 keys, 8 workers, on vs off";
+  const char* figure = "8a ordering: 100 000 messages over 1 000 keys, 8 workers, on vs off";
   if (!settings.Wanted(figure)) return;
   const int n = settings.N(100'000);
   Rig on(dir.File("ordering-on.db"), url, 8, true);
@@ -128,7 +128,7 @@ void ManyKeys(const Settings& settings, WorkDir& dir, const std::string& url) {
 }
 
 void HotKey(const Settings& settings, WorkDir& dir, const std::string& url) {
-  const char* figure = "7b ordering: one hot key vs raw sequential libcurl loop";
+  const char* figure = "8b ordering: one hot key vs raw sequential libcurl loop";
   if (!settings.Wanted(figure)) return;
   const int n = settings.N(5000);
   Rig rig(dir.File("ordering-hot.db"), url, 2, true);
@@ -164,8 +164,8 @@ double ClaimPasses(store::Store& s, int passes, std::int64_t now) {
 }
 
 void ClaimScale(const Settings& settings, WorkDir& dir) {
-  const char* figure = "7c ordering: claim pass at 1 000 000 pending over 10 000 keys vs 1 000";
-  if (!settings.Wanted("7c ordering")) return;
+  const char* figure = "8c ordering: claim pass at 1 000 000 pending over 10 000 keys vs 1 000";
+  if (!settings.Wanted("8c ordering")) return;
   const auto open = [&](const std::string& path, std::int64_t n, std::int64_t keys) {
     CreateDatabase(path);
     {
@@ -204,7 +204,7 @@ void ClaimScale(const Settings& settings, WorkDir& dir) {
     const Paired plain = RunPaired(
         settings.reps, [&] { return ClaimPasses(*plain_large, passes, plain_now); },
         [&] { return ClaimPasses(*plain_small, passes, plain_now); });
-    Row("7c claim pass without ordering keys: 1 000 000 pending vs 1 000",
+    Row("8c claim pass without ordering keys: 1 000 000 pending vs 1 000",
         FormatRate(plain.ours_median(), "passes/s"), FormatRate(plain.baseline_median(), "passes/s"),
         FormatRatio(plain.ratio_median()), "(info)", std::nullopt);
     store::Options reopen;
@@ -224,7 +224,7 @@ void ClaimScale(const Settings& settings, WorkDir& dir) {
         return rate;
       });
   // (ours here is the pass without ordering; the ratio is off / on.)
-  Row("7c ordering: claim pass at 1 000 000 pending, ordering on vs off (same file)",
+  Row("8c ordering: claim pass at 1 000 000 pending, ordering on vs off (same file)",
       FormatRate(p.baseline_median(), "passes/s"), FormatRate(p.ours_median(), "passes/s"),
       FormatRatio(p.baseline_median() / p.ours_median()), "(info)", std::nullopt);
   large->AgreeOrdering("t", {true, store::DeadHead::kBlock}, WallMs());
@@ -238,7 +238,7 @@ void ClaimScale(const Settings& settings, WorkDir& dir) {
   p = RunPaired(
       settings.reps, [&] { return ClaimPasses(*large, passes, now); },
       [&] { return ClaimPasses(*small, passes, now); });
-  Row("7c ordering: claim pass, 1 000 000 pending, half of the 10 000 keys held by a retry, vs "
+  Row("8c ordering: claim pass, 1 000 000 pending, half of the 10 000 keys held by a retry, vs "
       "1 000",
       FormatRate(p.ours_median(), "passes/s"), FormatRate(p.baseline_median(), "passes/s"),
       FormatRatio(p.ratio_median()), "≥ 0.67 (≤ 1.5× the time)", p.ratio_median() >= 1 / 1.5);
