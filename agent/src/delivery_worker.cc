@@ -172,10 +172,12 @@ void DeliveryWorker::FinishDelivered(Route& route, std::span<Loaded> items) {
                                                1000.0);
     // One task per row: the writer still commits them together, but when a
     // group fails (a full disk) it retries them one by one, and a small one
-    // still fits.
+    // still fits. A completion that claims its key's successor stays
+    // deferrable too: not waiting cut a hot key's gap but cost many keys
+    // their group commits (benchmark figure 8a against 8b).
     const store::Lease lease = item.lease;
     SubmitOutcome(route, item, [lease, now](store::Store& s) { s.Complete(lease, now); },
-                  /*deferrable=*/!route.options.ordering.by_key || !item.row.ordering_key);
+                  /*deferrable=*/true);
     rt_.log->debug("delivered topic={} id={}", item.row.topic, item.row.id);
   }
 }
