@@ -17,6 +17,7 @@
 #include "commit_watcher.h"
 #include "delivery_worker.h"
 #include "dispatcher.h"
+#include "ordering_modes.h"
 #include "owner.h"
 #include "route_table.h"
 #include "runtime.h"
@@ -29,7 +30,7 @@ struct Agent::Impl {
   Runtime rt;
   RouteTable routes;  // fixed between Start and Stop
   Dispatcher dispatcher{rt, routes};
-  DeliveryWorker worker{rt};
+  DeliveryWorker worker{rt, &dispatcher};
   std::map<std::string, std::shared_ptr<Handler>, std::less<>> custom_handlers;
   std::unique_ptr<Sweeper> sweeper;
   std::unique_ptr<CommitWatcher> watcher;  // outboxd: commits of other processes
@@ -125,6 +126,7 @@ void Agent::Start() {
   Impl& d = *impl_;
   Runtime& rt = d.rt;
   if (d.running.load()) return;
+  AgreeOrderings(rt);
   d.routes.Build(rt.options.topics, d.custom_handlers);
   rt.metrics->SetLabels(d.routes.Names(), rt.options.metrics_max_topics);
   d.sweeper = std::make_unique<Sweeper>(rt, d.routes, d.dispatcher);
@@ -217,7 +219,10 @@ MetricsSnapshot Agent::Snapshot() {
   MetricsSnapshot snapshot = d.rt.metrics->Snapshot();
   snapshot.breakers = d.routes.BreakerStates();
   std::lock_guard lock(d.stats_mutex);
-  if (d.stats_reader) snapshot.db = d.stats_reader->GetStats();
+  if (d.stats_reader) {
+    snapshot.db = d.stats_reader->GetStats();
+    snapshot.blocked_keys = d.stats_reader->BlockedKeyCount(d.rt.clock->WallMs());
+  }
   // Rows, not topics: one forgotten topic with a million rows is a million.
   for (const store::TopicStatusCount& count : snapshot.db.counts) {
     if (count.status == store::Status::kPending && d.routes.For(count.topic) == nullptr) {

@@ -314,6 +314,20 @@ void ReadRetry(Section& retry, store::RetryPolicy& policy, std::vector<std::stri
             policy.max_interval_ms, max, adjustments);
 }
 
+// "ordering": {"by": "key", "dead_head": "block" | "skip"}; "by" is required,
+// so that a later mode ("by": "topic") cannot be mistaken for this one.
+void ReadOrdering(Section& section, store::TopicOrdering& ordering) {
+  bool by_key = false;
+  if (!section.ReadChoice<bool>("by", {{"key", true}}, by_key)) {
+    Fail(section.PathOf("by"), R"(required key is missing (the only mode is "key"))");
+  }
+  ordering.by_key = by_key;
+  section.ReadChoice<store::DeadHead>(
+      "dead_head", {{"block", store::DeadHead::kBlock}, {"skip", store::DeadHead::kSkip}},
+      ordering.dead_head);
+  section.WarnUnknown();
+}
+
 void ReadBreaker(Section& section, BreakerOptions& breaker,
                  std::vector<std::string>& adjustments) {
   section.ReadInt("failure_threshold", breaker.failure_threshold, Limit(limits::kFailureThreshold));
@@ -506,6 +520,7 @@ ReadTopicResult ReadTopic(Section& topic, std::vector<std::string>& adjustments)
       Fail(topic.PathOf(key), "expected one SQL statement, got an empty string");
     }
   }
+  if (auto ordering = topic.Object("ordering")) ReadOrdering(*ordering, result.ordering);
   topic.WarnUnknown();
   const Value* secrets = topic.Find("signing_secret");
   read.secrets_as_array = secrets != nullptr && secrets->IsArray();
@@ -568,6 +583,9 @@ void ReadTopics(Section& root, Options& options, bool lease_written,
     if (name.empty()) Fail(path, "a topic name must not be empty");
     Section topic(topic_value, path, root.warnings());
     ReadTopicResult read = ReadTopic(topic, adjustments);
+    if (name == "*" && read.options.ordering.by_key) {
+      Fail(Child(path, "ordering"), R"(not available on "*"; give the ordered topic its own entry)");
+    }
     ValidateTopic(read, path);
     read_topics.emplace(std::string(name), std::move(read));
   });

@@ -5,6 +5,7 @@
 #include <span>
 #include <vector>
 
+#include "dispatcher.h"
 #include "outcome.h"
 #include "route_table.h"
 #include "runtime.h"
@@ -14,7 +15,10 @@ namespace outbox::agent {
 // Stateless; Work() runs concurrently on every worker thread of every route.
 class DeliveryWorker {
  public:
-  explicit DeliveryWorker(Runtime& runtime) : rt_(runtime) {}
+  // `dispatcher` takes the next row of an ordering key that a completion
+  // claimed (docs/ordering.md); null: such rows wait for the sweeper.
+  explicit DeliveryWorker(Runtime& runtime, Dispatcher* dispatcher = nullptr)
+      : rt_(runtime), dispatcher_(dispatcher) {}
 
   // A pool's work function: sends the claimed rows (the claim returned
   // them, payload included) and hands the outcomes to the writer. Never
@@ -41,8 +45,14 @@ class DeliveryWorker {
   void FinishDead(Route& route, const Loaded& item, const std::string& error, bool count_attempt,
                   std::string reason);
   void FinishExpired(Route& route, const Loaded& item);
+  // Submits `task` (the row's outcome) to the writer. When the row's topic
+  // orders by key and the row has a key, the same transaction then claims
+  // the key's next row, which goes out once it commits: a successor is sent
+  // as soon as its predecessor is done, not at the next sweep.
+  void SubmitOutcome(Route& route, const Loaded& item, Writer::Task task);
 
   Runtime& rt_;
+  Dispatcher* dispatcher_;
 };
 
 }  // namespace outbox::agent

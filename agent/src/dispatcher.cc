@@ -53,23 +53,25 @@ void Dispatcher::ClaimCommitted(std::vector<store::EnqueuedRow> rows) {
            }
          }
        },
-       [this, claimed] {
-         std::vector<store::Claimed> ready;
-         for (auto& c : *claimed) {
-           if (rt_.stopping.load()) {
-             rt_.Revert(c.lease);
-             continue;
-           }
-           Route* route = routes_.For(c.topic);
-           // An open breaker means the sweeper decides when to try again.
-           if (route != nullptr && !route->breaker->IsClosed()) {
-             rt_.Revert(c.lease);
-             continue;
-           }
-           ready.push_back(std::move(c));
-         }
-         DispatchAll(std::move(ready));
-       }});
+       [this, claimed] { DispatchEager(std::move(*claimed)); }});
+}
+
+void Dispatcher::DispatchEager(std::vector<store::Claimed> claimed) {
+  std::vector<store::Claimed> ready;
+  for (auto& c : claimed) {
+    if (rt_.stopping.load()) {
+      rt_.Revert(c.lease);
+      continue;
+    }
+    Route* route = routes_.For(c.topic);
+    // An open breaker means the sweeper decides when to try again.
+    if (route != nullptr && !route->breaker->IsClosed()) {
+      rt_.Revert(c.lease);
+      continue;
+    }
+    ready.push_back(std::move(c));
+  }
+  DispatchAll(std::move(ready));
 }
 
 }  // namespace outbox::agent

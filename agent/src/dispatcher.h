@@ -28,6 +28,11 @@ class Dispatcher {
   // claimed at all: it stays pending, without two writes for nothing.
   void ClaimCommitted(std::vector<store::EnqueuedRow> rows);
 
+  // Rows the eager path claimed, once their claim committed (on the writer
+  // thread): to their pools, or back to pending while the agent stops or
+  // their endpoint's breaker is not closed (the sweeper decides then).
+  void DispatchEager(std::vector<store::Claimed> claimed);
+
  private:
   Runtime& rt_;
   RouteTable& routes_;

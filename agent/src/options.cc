@@ -34,6 +34,10 @@ void Validate(const Options& options) {
   }
   for (const auto& [name, topic] : options.topics) {
     const std::string where = "topics.\"" + name + "\".";
+    if (name == "*" && topic.ordering.by_key) {
+      throw std::invalid_argument(
+          "topics.\"*\".ordering: not available on \"*\"; give the ordered topic its own entry");
+    }
     CheckRange(where + "workers", topic.workers, limits::kWorkers);
     CheckRange(where + "queue_capacity", topic.queue_capacity, limits::kQueueCapacity);
     CheckRange(where + "queue_bytes", topic.queue_bytes, limits::kQueueBytes);

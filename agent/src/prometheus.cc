@@ -294,6 +294,10 @@ void RenderDatabase(Exposition& out, const MetricsSnapshot& snapshot, std::int64
   out.Family("outbox_unrouted_pending", "gauge",
              "Pending messages whose topic has no route in the configuration.");
   out.Sample("outbox_unrouted_pending", {}, snapshot.unrouted_pending);
+  out.Family("outbox_blocked_keys", "gauge",
+             "Ordering keys whose oldest undelivered message is dead or not yet due while "
+             "later messages of the key wait.");
+  out.Sample("outbox_blocked_keys", {}, snapshot.blocked_keys);
   out.Family("outbox_db_bytes", "gauge", "Bytes of used pages in the database file.", "bytes");
   out.Sample("outbox_db_bytes", {}, snapshot.db.db_bytes);
   out.Family("outbox_wal_bytes", "gauge", "Size of the database's -wal file, bytes.", "bytes");

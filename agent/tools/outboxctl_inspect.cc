@@ -49,8 +49,27 @@ struct ListArgs {
   std::string topic;
   std::string key;
   int limit = 100;
+  bool blocked = false;
   bool json = false;
 };
+
+// The head of each blocked ordering key (docs/ordering.md): the message its
+// key waits for.
+std::vector<Row> BlockedHeads(store::Store& store, const std::string& topic, int limit) {
+  std::vector<Row> heads;
+  std::int64_t after = 0;
+  const std::int64_t now = util::NowMs();
+  while (static_cast<int>(heads.size()) < limit) {
+    const std::vector<Row> page = store.BlockedHeads(now, after, limit);
+    for (const Row& row : page) {
+      if (topic.empty() || row.topic == topic) heads.push_back(row);
+    }
+    if (static_cast<int>(page.size()) < limit) break;
+    after = page.back().id;
+  }
+  if (static_cast<int>(heads.size()) > limit) heads.resize(static_cast<std::size_t>(limit));
+  return heads;
+}
 
 std::vector<Row> ListRows(store::Store& store, const ListArgs& args) {
   std::optional<store::Status> status;
@@ -60,6 +79,12 @@ std::vector<Row> ListRows(store::Store& store, const ListArgs& args) {
       throw std::invalid_argument("--status: expected pending, in_flight, delivered or dead, not '" +
                                   args.status + "'");
     }
+  }
+  if (args.blocked) {
+    if (status || !args.key.empty()) {
+      throw std::invalid_argument("--blocked: lists the heads of blocked keys; drop --status/--key");
+    }
+    return BlockedHeads(store, args.topic, args.limit);
   }
   if (args.key.empty()) {
     store::ListFilter filter;
@@ -105,6 +130,45 @@ struct ShowArgs {
   bool json = false;
 };
 
+// What keeps a pending row from being sent, in words.
+std::string WaitsFor(store::Store& store, const Row& row) {
+  if (row.status != store::Status::kPending) return "-";
+  if (const std::optional<Row> head = store.WaitsFor(row.id)) {
+    std::string what = "id " + std::to_string(head->id) + " (" +
+                       std::string(store::StatusName(head->status));
+    if (head->status == store::Status::kDead) {
+      what += ", " + head->dead_reason.value_or("dead") + "; `outboxctl retry --id " +
+              std::to_string(head->id) + "` or purge it to go on";
+    } else if (head->status == store::Status::kPending) {
+      what += ", due " + util::FormatRfc3339(head->next_attempt_at);
+    }
+    return what + "), the oldest undelivered message of ordering key " +
+           head->ordering_key.value_or("") + " before it";
+  }
+  if (row.next_attempt_at > util::NowMs()) {
+    return "its time, " + util::FormatRfc3339(row.next_attempt_at);
+  }
+  return "nothing: an agent sends it at its next pass";
+}
+
+int RunOrdering(const Context& context, const std::string& forget) {
+  store::Store store = Open(context);
+  if (!forget.empty()) {
+    if (!store.ForgetOrdering(forget)) {
+      std::cerr << "outboxctl: no ordering recorded for topic " << forget << '\n';
+      return kExitFailure;
+    }
+    std::cout << "forgot the ordering of topic " << forget
+              << "; the next agent to start records its own\n";
+    return kExitOk;
+  }
+  std::printf("%-32s %s\n", "TOPIC", "ORDERING");
+  for (const auto& [topic, mode] : store.RecordedOrderings()) {
+    std::printf("%-32s %s\n", OneLine(topic, 32).c_str(), store::Describe(mode).c_str());
+  }
+  return kExitOk;
+}
+
 int RunShow(const Context& context, const ShowArgs& args) {
   store::Store store = Open(context);
   std::optional<std::int64_t> id = args.id;
@@ -145,7 +209,9 @@ int RunShow(const Context& context, const ShowArgs& args) {
   std::cout << "id:               " << row->id << '\n'
             << "topic:            " << row->topic << '\n'
             << "msg_key:          " << row->key << '\n'
+            << "ordering_key:     " << row->ordering_key.value_or("-") << '\n'
             << "status:           " << status << '\n'
+            << "waits for:        " << WaitsFor(store, *row) << '\n'
             << "dead_reason:      " << row->dead_reason.value_or("-") << '\n'
             << "schema_version:   " << row->schema_version.value_or("-") << '\n'
             << "deliver_at:       " << time_or_dash(row->deliver_at) << '\n'
@@ -209,8 +275,17 @@ void DeclareInspectCommands(CLI::App& app, const Context& context, Commands& com
   list->add_option("--key", list_args->key, "with --topic: only this msg_key")->needs(list_topic);
   list->add_option("--limit", list_args->limit, "at most this many rows")
       ->check(CLI::PositiveNumber);
+  list->add_flag("--blocked", list_args->blocked,
+                 "only the heads of blocked ordering keys (dead, or waiting for a retry or its "
+                 "deliver_at, while later messages of the key wait)");
   list->add_flag("--json", list_args->json, "machine-readable output");
   commands.push_back({list, [&context, list_args] { return RunList(context, *list_args); }});
+
+  auto forget = std::make_shared<std::string>();
+  auto* ordering = app.add_subcommand("ordering", "the per-key ordering recorded for each topic");
+  ordering->add_option("--forget", *forget,
+                       "forget TOPIC's recorded ordering (stop every agent first)");
+  commands.push_back({ordering, [&context, forget] { return RunOrdering(context, *forget); }});
 
   auto show_args = std::make_shared<ShowArgs>();
   auto* show = app.add_subcommand("show", "show one row with its headers and last error");

@@ -227,6 +227,8 @@ void DeclareRepairCommands(CLI::App& app, const Context& context, Commands& comm
                       "JSON object of extra HTTP headers");
   enqueue->add_flag("--if-absent", enqueue_args->if_absent,
                     "succeed with the existing id on a duplicate key");
+  enqueue->add_option("--ordering-key", enqueue_args->message.ordering_key,
+                      "messages of one ordering key go in commit order (topics with ordering)");
   enqueue->add_option("--schema-version", enqueue_args->message.schema_version,
                       "the payload's schema version (sent as Schema-Version)");
   enqueue->add_option("--deliver-at", enqueue_args->deliver_at,

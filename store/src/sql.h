@@ -465,12 +465,44 @@ inline constexpr char kSetLimits[] =
   "   AND lease_token BETWEEN 0 AND 9223372036854775806 THEN lease_token + 1 ELSE 1 END," \
   " lease_expires_at = ?3, updated_at = ?4, lease_boot_id = ?6, lease_boot_until = ?7"
 
+// Per-key ordering (docs/ordering.md). A row R of a topic that
+// outbox_topic_modes orders by key, with an ordering key, may be claimed only
+// when no older row of its topic and key is undelivered: pending (due or
+// not: a future deliver_at holds the key), in flight, or dead, unless the
+// topic skips dead heads or that dead row expired or was cancelled. Since
+// the older row is itself undelivered while R waits, at most one row per key
+// is ever in flight, and every claim runs inside BEGIN IMMEDIATE, so this
+// holds across every agent sharing the file. The mode comes from the table,
+// not from a parameter, so that agents started with different builds or
+// configs still claim by the same rule. One seek of outbox_ordering per
+// keyed candidate row; rows without a key or of unordered topics pay a
+// NULL test or one lookup in the (tiny) modes table.
+#define OUTBOX_ORDER_READY(R)                                                  \
+  " (" R ".ordering_key IS NULL OR NOT EXISTS(SELECT 1 FROM outbox_topic_modes m" \
+  "   WHERE m.topic = " R ".topic AND m.ordering = 'key' AND EXISTS("          \
+  "   SELECT 1 FROM outbox p INDEXED BY outbox_ordering"                       \
+  "    WHERE p.topic = " R ".topic AND p.ordering_key = " R ".ordering_key"   \
+  "      AND p.ordering_key IS NOT NULL AND p.status <> 1 AND p.id < " R ".id" \
+  "      AND (p.status <> 2 OR (m.dead_head = 'block'"                         \
+  "           AND coalesce(p.dead_reason, '') NOT IN ('expired', 'cancelled'))))))"
+
 // ?1 id, ?2 owner, ?3 lease_expires_at, ?4 now, ?6 boot id or NULL, ?7 boot-clock end
-// A scheduled row is not the eager path's before its deliver_at: the sweeper
-// claims it when due.
+// A row scheduled ahead (deliver_at) is not taken eagerly: the sweeper
+// claims it when due (and, under ordering, it holds its key until then).
 inline constexpr char kClaimById[] =
     OUTBOX_CLAIM_SET " WHERE id = ?1 AND status = 0 AND quarantined <> 1"
-    " AND (deliver_at IS NULL OR deliver_at <= ?4)" OUTBOX_CLAIM_RETURNING;
+    " AND (deliver_at IS NULL OR deliver_at <= ?4) AND"
+    OUTBOX_ORDER_READY("outbox") OUTBOX_CLAIM_RETURNING;
+
+// The eager path behind a completion: the oldest pending row of one key,
+// if it may go now (due, not quarantined, nothing undelivered ahead of it).
+// ?1 topic, ?5 ordering key, the rest as kClaimById
+inline constexpr char kClaimNextOfKey[] =
+    OUTBOX_CLAIM_SET " WHERE id = (SELECT min(id) FROM outbox INDEXED BY outbox_ordering"
+    "   WHERE topic = ?1 AND ordering_key = ?5 AND ordering_key IS NOT NULL"
+    "     AND status <> 1 AND status = 0)"
+    " AND status = 0 AND next_attempt_at <= ?4 AND quarantined <> 1 AND"
+    OUTBOX_ORDER_READY("outbox") OUTBOX_CLAIM_RETURNING;
 
 // A wall clock that jumped back leaves next_attempt_at absurdly far ahead;
 // such rows are made due now (an index range, usually empty).
@@ -491,21 +523,22 @@ inline constexpr char kMakeDueIfFarAhead[] =
 // ?1 topic, ?2 owner, ?3 lease_expires_at, ?4 now, ?5 limit, ?6 ?7 as kClaimById
 inline constexpr char kClaimDue[] =
     OUTBOX_CLAIM_SET
-    " WHERE id IN (SELECT id FROM outbox"
-    "  WHERE status = 0 AND topic = ?1 AND next_attempt_at <= ?4 AND quarantined <> 1"
-    "  ORDER BY next_attempt_at, id LIMIT ?5)" OUTBOX_CLAIM_RETURNING;
+    " WHERE id IN (SELECT id FROM outbox AS c"
+    "  WHERE status = 0 AND topic = ?1 AND next_attempt_at <= ?4 AND quarantined <> 1 AND"
+    OUTBOX_ORDER_READY("c") "  ORDER BY next_attempt_at, id LIMIT ?5)" OUTBOX_CLAIM_RETURNING;
 // ?1 topic, ?2 now
 inline constexpr char kHasDue[] =
-    "SELECT EXISTS(SELECT 1 FROM outbox"
-    " WHERE status = 0 AND topic = ?1 AND next_attempt_at <= ?2 AND quarantined <> 1)";
+    "SELECT EXISTS(SELECT 1 FROM outbox AS c"
+    " WHERE status = 0 AND topic = ?1 AND next_attempt_at <= ?2 AND quarantined <> 1 AND"
+    OUTBOX_ORDER_READY("c") ")";
 // Served by the partial index outbox_quarantine, named because SQLite
 // without statistics prefers outbox_claim's (status, topic) range, which
 // walks every pending row of the topic to find the few quarantined ones.
 inline constexpr char kClaimQuarantined[] =
     OUTBOX_CLAIM_SET
-    " WHERE id IN (SELECT id FROM outbox INDEXED BY outbox_quarantine"
-    "  WHERE status = 0 AND quarantined = 1 AND topic = ?1 AND next_attempt_at <= ?4"
-    "  ORDER BY next_attempt_at, id LIMIT ?5)" OUTBOX_CLAIM_RETURNING;
+    " WHERE id IN (SELECT id FROM outbox AS c INDEXED BY outbox_quarantine"
+    "  WHERE status = 0 AND quarantined = 1 AND topic = ?1 AND next_attempt_at <= ?4 AND"
+    OUTBOX_ORDER_READY("c") "  ORDER BY next_attempt_at, id LIMIT ?5)" OUTBOX_CLAIM_RETURNING;
 
 // ?1 id, ?2 token, ?3 now
 inline constexpr char kComplete[] =
@@ -608,6 +641,53 @@ inline constexpr char kTakeBackToPending[] =
     "UPDATE outbox SET status = 0, crashes = crashes + ?3, quarantined = 1,"
     " next_attempt_at = ?2, lease_owner = NULL, lease_expires_at = NULL, updated_at = ?2"
     " WHERE status = 3 AND lease_owner = ?1";
+
+// --- per-key ordering (docs/ordering.md) ---------------------------------------
+
+inline constexpr char kGetTopicMode[] =
+    "SELECT ordering, dead_head FROM outbox_topic_modes WHERE topic = ?";
+// ?1 topic, ?2 ordering, ?3 dead_head, ?4 now. The first agent records the
+// mode; later ones compare (the caller reads it back).
+inline constexpr char kRecordTopicMode[] =
+    "INSERT INTO outbox_topic_modes(topic, ordering, dead_head, updated_at)"
+    " VALUES(?1, ?2, ?3, ?4) ON CONFLICT(topic) DO NOTHING";
+inline constexpr char kTopicModes[] =
+    "SELECT topic, ordering, dead_head FROM outbox_topic_modes ORDER BY topic";
+inline constexpr char kClearTopicMode[] = "DELETE FROM outbox_topic_modes WHERE topic = ?";
+
+// A blocked key: its head (the oldest undelivered row that blocks, see
+// OUTBOX_ORDER_READY) cannot go now, being dead or not yet due (a retry's
+// backoff, a future deliver_at), and later rows of the key wait behind it.
+// Candidates come from the claim index (status 2, or status 0 not yet
+// due), so the cost follows the rows in trouble, not the backlog.
+// ?1 now
+#define OUTBOX_BLOCKED_HEAD_IDS                                                \
+  "SELECT h.id FROM outbox_topic_modes m JOIN outbox AS h ON h.topic = m.topic"  \
+  " WHERE m.ordering = 'key' AND h.ordering_key IS NOT NULL"                   \
+  "   AND ((h.status = 2 AND m.dead_head = 'block'"                            \
+  "         AND coalesce(h.dead_reason, '') NOT IN ('expired', 'cancelled'))" \
+  "        OR (h.status = 0 AND h.next_attempt_at > ?1)) AND"                  \
+  OUTBOX_ORDER_READY("h")                                                      \
+  "   AND EXISTS(SELECT 1 FROM outbox s INDEXED BY outbox_ordering"            \
+  "     WHERE s.topic = h.topic AND s.ordering_key = h.ordering_key"           \
+  "       AND s.ordering_key IS NOT NULL AND s.status <> 1 AND s.id > h.id)"
+// ?1 now, ?2 after id, ?3 limit
+inline constexpr char kBlockedHeads[] =
+    "SELECT " OUTBOX_ROW_COLUMNS " FROM outbox_message WHERE id IN (" OUTBOX_BLOCKED_HEAD_IDS ")"
+    " AND id > ?2 ORDER BY id LIMIT ?3";
+inline constexpr char kBlockedKeyCount[] = "SELECT count(*) FROM (" OUTBOX_BLOCKED_HEAD_IDS ")";
+// The row that row ?1 waits for: the oldest undelivered row of its key that
+// blocks it; none if it may go (or its topic is not ordered).
+inline constexpr char kWaitsFor[] =
+    "SELECT " OUTBOX_ROW_COLUMNS " FROM outbox_message WHERE id = (SELECT p.id"
+    " FROM outbox r JOIN outbox_topic_modes m ON m.topic = r.topic AND m.ordering = 'key',"
+    "   outbox p INDEXED BY outbox_ordering"
+    " WHERE r.id = ?1 AND r.ordering_key IS NOT NULL AND p.topic = r.topic"
+    "   AND p.ordering_key = r.ordering_key AND p.ordering_key IS NOT NULL"
+    "   AND p.status <> 1 AND p.id < r.id"
+    "   AND (p.status <> 2 OR (m.dead_head = 'block'"
+    "        AND coalesce(p.dead_reason, '') NOT IN ('expired', 'cancelled')))"
+    " ORDER BY p.id LIMIT 1)";
 
 // ?1 now, ?2 id or NULL, ?3 topic or NULL, ?4 all (0/1)
 #define OUTBOX_DEAD_SELECTOR                                                   \

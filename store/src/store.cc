@@ -432,6 +432,28 @@ std::vector<Claimed> Store::ClaimDue(std::string_view topic, std::string_view ow
   });
 }
 
+std::optional<Claimed> Store::ClaimNextOfKey(std::string_view topic, std::string_view ordering_key,
+                                             std::string_view owner,
+                                             std::int64_t lease_expires_at, std::int64_t now) {
+  return Wrap("claim the next row of a key", [&]() -> std::optional<Claimed> {
+    const std::string topic_text(topic);
+    StatementUse q(impl_->Prepare(sql::kClaimNextOfKey));
+    q->bind(1, topic_text);
+    q->bind(2, std::string(owner));
+    q->bind(3, lease_expires_at);
+    q->bind(4, now);
+    q->bind(5, std::string(ordering_key));
+    impl_->BindBootLease(*q, lease_expires_at - now);
+    if (!q->executeStep()) return std::nullopt;
+    Row row = ReadRow(*q);
+    while (q->executeStep()) {
+    }
+    Claimed claimed{{row.id, row.lease_token}, topic_text, std::move(row)};
+    impl_->ClaimsMade(1);
+    return claimed;
+  });
+}
+
 int Store::MakeDueIfFarAhead(std::string_view topic, std::int64_t now,
                              std::int64_t max_interval_ms) {
   return Wrap("make far-ahead rows due", [&] {
@@ -666,6 +688,102 @@ int Store::PurgeDead(const DeadSelector& selector, int batch) {
     q->bind(1, batch);
     BindSelector(*q, selector);
     return q->exec();
+  });
+}
+
+namespace {
+
+constexpr char kOrderingKey[] = "key";
+constexpr char kOrderingNone[] = "none";
+
+const char* DeadHeadName(DeadHead dead_head) {
+  return dead_head == DeadHead::kSkip ? "skip" : "block";
+}
+
+// Values another tool may have written: anything but "key" orders nothing,
+// anything but "skip" blocks (the safe reading of both).
+TopicOrdering ReadOrdering(const SQLite::Column& ordering, const SQLite::Column& dead_head) {
+  TopicOrdering mode;
+  mode.by_key = ordering.getString() == kOrderingKey;
+  mode.dead_head = dead_head.getString() == "skip" ? DeadHead::kSkip : DeadHead::kBlock;
+  return mode;
+}
+
+}  // namespace
+
+std::string Describe(const TopicOrdering& ordering) {
+  if (!ordering.by_key) return kOrderingNone;
+  return std::string("by key, dead_head ") + DeadHeadName(ordering.dead_head);
+}
+
+TopicOrdering Store::AgreeOrdering(std::string_view topic, const TopicOrdering& wanted,
+                                   std::int64_t now) {
+  return Wrap("record the topic's ordering", [&] {
+    return impl_->Atomically([&] {
+      const std::string topic_text(topic);
+      if (wanted.by_key) {
+        StatementUse q(impl_->Prepare(sql::kRecordTopicMode));
+        q->bind(1, topic_text);
+        q->bind(2, kOrderingKey);
+        q->bind(3, DeadHeadName(wanted.dead_head));
+        q->bind(4, now);
+        q->exec();
+      }
+      StatementUse q(impl_->Prepare(sql::kGetTopicMode));
+      q->bind(1, topic_text);
+      if (!q->executeStep()) return TopicOrdering{};
+      return ReadOrdering(q->getColumn(0), q->getColumn(1));
+    });
+  });
+}
+
+std::vector<std::pair<std::string, TopicOrdering>> Store::RecordedOrderings() {
+  return Wrap("read the topics' ordering", [&] {
+    StatementUse q(impl_->Prepare(sql::kTopicModes));
+    std::vector<std::pair<std::string, TopicOrdering>> modes;
+    while (q->executeStep()) {
+      modes.emplace_back(q->getColumn(0).getString(), ReadOrdering(q->getColumn(1), q->getColumn(2)));
+    }
+    return modes;
+  });
+}
+
+bool Store::ForgetOrdering(std::string_view topic) {
+  return Wrap("forget the topic's ordering", [&] {
+    StatementUse q(impl_->Prepare(sql::kClearTopicMode));
+    q->bind(1, std::string(topic));
+    return q->exec() > 0;
+  });
+}
+
+std::vector<Row> Store::BlockedHeads(std::int64_t now, std::int64_t after_id, int limit) {
+  if (limit < 1) throw std::invalid_argument("limit: expected a positive integer");
+  return Wrap("list blocked keys", [&] {
+    StatementUse q(impl_->Prepare(sql::kBlockedHeads));
+    q->bind(1, now);
+    q->bind(2, after_id);
+    q->bind(3, limit);
+    std::vector<Row> rows;
+    while (q->executeStep()) rows.push_back(ReadRow(*q));
+    return rows;
+  });
+}
+
+std::int64_t Store::BlockedKeyCount(std::int64_t now) {
+  return Wrap("count blocked keys", [&] {
+    StatementUse q(impl_->Prepare(sql::kBlockedKeyCount));
+    q->bind(1, now);
+    q->executeStep();
+    return q->getColumn(0).getInt64();
+  });
+}
+
+std::optional<Row> Store::WaitsFor(std::int64_t id) {
+  return Wrap("read what a row waits for", [&]() -> std::optional<Row> {
+    StatementUse q(impl_->Prepare(sql::kWaitsFor));
+    q->bind(1, id);
+    if (!q->executeStep()) return std::nullopt;
+    return ReadRow(*q);
   });
 }
 

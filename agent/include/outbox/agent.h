@@ -193,6 +193,10 @@ struct TopicOptions {
   // Messages of this topic not delivered within this long after created_at
   // are dead ("expired"), ms; 0 = never. A row's own expires_at wins.
   std::int64_t ttl_ms = 0;
+  // Per-key FIFO (docs/ordering.md): messages of one ordering key go one at
+  // a time, in commit order. Not on "*". Recorded in the database at
+  // Start(); agents sharing a file must agree.
+  store::TopicOrdering ordering;
 };
 
 struct RetentionOptions {
@@ -292,6 +296,9 @@ struct MetricsSnapshot {
   std::int64_t taken_back_leases = 0;
   // Pending rows whose topic has no route (no entry, no "*").
   std::int64_t unrouted_pending = 0;
+  // Ordering keys whose head is dead or not yet due while later messages
+  // of the key wait (store::Store::BlockedKeyCount).
+  std::int64_t blocked_keys = 0;
   // Sweeper passes that failed (threw) since the Metrics were made, the
   // failures since the last pass that succeeded, and the last error text.
   std::int64_t sweeper_errors = 0;
@@ -359,7 +366,10 @@ class Agent {
   // topic needs no URL then. Only before Start().
   void RegisterHandler(const std::string& topic, std::shared_ptr<Handler> handler);
 
-  // Takes back leases of dead agents on this host, then starts the threads.
+  // Records each configured topic's ordering in the database, takes back
+  // leases of dead agents on this host, then starts the threads. Throws
+  // std::invalid_argument naming the topic when the database records another
+  // ordering for it (set by another agent sharing the file).
   void Start();
   // Stops intake, lets sends in flight finish until `grace` has passed,
   // aborts the rest, reverts everything still leased to pending and joins

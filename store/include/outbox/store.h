@@ -435,6 +435,21 @@ struct DeadSelector {
   bool all = false;
 };
 
+// Per-key ordering of one topic (docs/ordering.md). The database records it
+// per topic (outbox_topic_modes) and every claim obeys the recorded mode, so
+// that all agents sharing a file apply one rule.
+enum class DeadHead {
+  kBlock,  // a dead message holds its key until an operator retries or purges it
+  kSkip,   // the next message of the key goes
+};
+struct TopicOrdering {
+  bool by_key = false;  // false: no ordering (the default)
+  DeadHead dead_head = DeadHead::kBlock;
+  bool operator==(const TopicOrdering&) const = default;
+};
+// "none", or "by key, dead_head block" / "by key, dead_head skip".
+std::string Describe(const TopicOrdering& ordering);
+
 class Store {
  public:
   // Opens (and with `create`, initialises) the database. Throws
@@ -498,6 +513,12 @@ class Store {
   std::vector<Claimed> ClaimDue(std::string_view topic, std::string_view owner,
                                 std::int64_t lease_expires_at, std::int64_t now, int limit,
                                 bool quarantined_only = false);
+  // The eager path behind a completion: claims the oldest pending row of
+  // (`topic`, `ordering_key`) if it may go now (due, not quarantined, and no
+  // older row of the key undelivered under the topic's recorded ordering).
+  std::optional<Claimed> ClaimNextOfKey(std::string_view topic, std::string_view ordering_key,
+                                        std::string_view owner, std::int64_t lease_expires_at,
+                                        std::int64_t now);
   // Makes pending rows of `topic` due now whose next_attempt_at lies more
   // than `max_interval_ms` ahead: the wall clock jumped back after they were
   // scheduled.
@@ -576,6 +597,30 @@ class Store {
   int DeleteDelivered(const std::vector<std::int64_t>& ids);
   // Deletes up to `batch` dead rows chosen by `selector`.
   int PurgeDead(const DeadSelector& selector, int batch);
+
+  // --- per-key ordering ------------------------------------------------------
+
+  // Records `wanted` as the topic's ordering if the database has none yet
+  // (a topic without ordering records nothing) and returns what the
+  // database holds afterwards; the caller compares. One write transaction
+  // unless one is open.
+  TopicOrdering AgreeOrdering(std::string_view topic, const TopicOrdering& wanted,
+                              std::int64_t now);
+  // Every topic with a recorded ordering.
+  std::vector<std::pair<std::string, TopicOrdering>> RecordedOrderings();
+  // Forgets the topic's recorded ordering (with every agent stopped: one
+  // still running keeps its own config). Returns whether there was one.
+  bool ForgetOrdering(std::string_view topic);
+
+  // Heads of blocked keys, by id: the oldest undelivered row of a key that
+  // blocks it, which is dead (dead_head block) or not yet due (a retry's
+  // backoff, a future deliver_at), while later rows of the key wait.
+  std::vector<Row> BlockedHeads(std::int64_t now, std::int64_t after_id, int limit);
+  // How many keys are blocked so (the outbox_blocked_keys gauge).
+  std::int64_t BlockedKeyCount(std::int64_t now);
+  // The row that row `id` waits for under its topic's ordering; nullopt
+  // when nothing holds it back (or the row or ordering does not exist).
+  std::optional<Row> WaitsFor(std::int64_t id);
 
   // --- reads ---------------------------------------------------------------
 

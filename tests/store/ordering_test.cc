@@ -1,0 +1,253 @@
+// Per-key ordering in the claim statements (docs/ordering.md).
+#include <SQLiteCpp/Database.h>
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <map>
+#include <set>
+
+#include "../common/temp_dir.h"
+#include "outbox/store.h"
+
+namespace outbox::store {
+namespace {
+
+constexpr std::int64_t kNow = 1'700'000'000'000;
+constexpr std::int64_t kLease = 60'000;
+
+Options Memory() {
+  Options options;
+  options.path = ":memory:";
+  options.create = true;
+  return options;
+}
+
+class OrderingTest : public ::testing::Test {
+ protected:
+  OrderingTest() : store_(Memory()) { Order("t", DeadHead::kBlock); }
+
+  void Order(const std::string& topic, DeadHead dead_head) {
+    store_.AgreeOrdering(topic, {true, dead_head}, kNow);
+  }
+
+  // Plain SQL, as another application would write it.
+  std::int64_t Insert(const std::string& topic, const std::optional<std::string>& ordering_key,
+                      std::int64_t due = kNow) {
+    SQLite::Statement q(store_.connection(),
+                        "INSERT INTO outbox(topic, msg_key, payload, ordering_key,"
+                        " next_attempt_at) VALUES(?, ?, 'p', ?, ?)");
+    q.bind(1, topic);
+    q.bind(2, "m" + std::to_string(++inserted_));
+    if (ordering_key) {
+      q.bind(3, *ordering_key);
+    } else {
+      q.bind(3);
+    }
+    q.bind(4, due);
+    q.exec();
+    return store_.connection().getLastInsertRowid();
+  }
+
+  std::vector<std::int64_t> ClaimIds(const std::string& topic, int limit = 100) {
+    std::vector<std::int64_t> ids;
+    for (const auto& c : store_.ClaimDue(topic, "me", kNow + kLease, kNow, limit)) {
+      ids.push_back(c.lease.id);
+    }
+    return ids;
+  }
+
+  Lease Claim(std::int64_t id) {
+    auto claimed = store_.ClaimById(id, "me", kNow + kLease, kNow);
+    EXPECT_TRUE(claimed) << "row " << id;
+    return claimed ? claimed->lease : Lease{};
+  }
+
+  void Dead(std::int64_t id, const char* reason) {
+    ASSERT_TRUE(store_.MarkDead(Claim(id), true, "x", reason, kNow));
+  }
+
+  int inserted_ = 0;
+  Store store_;
+};
+
+TEST_F(OrderingTest, ClaimTakesOnlyTheOldestUndeliveredRowOfEachKey) {
+  const auto a1 = Insert("t", "a");
+  const auto b1 = Insert("t", "b");
+  Insert("t", "a");
+  const auto none1 = Insert("t", std::nullopt);
+  const auto none2 = Insert("t", std::nullopt);
+  Insert("t", "b");
+  EXPECT_EQ(ClaimIds("t"), (std::vector<std::int64_t>{a1, b1, none1, none2}));
+  // Everything left waits for a row in flight.
+  EXPECT_TRUE(ClaimIds("t").empty());
+  EXPECT_FALSE(store_.HasDue("t", kNow));
+}
+
+TEST_F(OrderingTest, CompletionLetsTheNextRowOfTheKeyGoAndNothingElse) {
+  const auto a1 = Insert("t", "a");
+  const auto a2 = Insert("t", "a");
+  const auto a3 = Insert("t", "a");
+  const Lease lease = Claim(a1);
+  EXPECT_FALSE(store_.ClaimById(a2, "me", kNow + kLease, kNow));
+  EXPECT_FALSE(store_.ClaimNextOfKey("t", "a", "me", kNow + kLease, kNow));
+  ASSERT_TRUE(store_.Complete(lease, kNow));
+  EXPECT_FALSE(store_.ClaimById(a3, "me", kNow + kLease, kNow));
+  const auto next = store_.ClaimNextOfKey("t", "a", "me", kNow + kLease, kNow);
+  ASSERT_TRUE(next);
+  EXPECT_EQ(next->lease.id, a2);
+  EXPECT_EQ(next->topic, "t");
+}
+
+TEST_F(OrderingTest, UnorderedTopicsAndRowsWithoutKeyGoInParallel) {
+  const auto u1 = Insert("u", "a");
+  const auto u2 = Insert("u", "a");
+  EXPECT_EQ(ClaimIds("u"), (std::vector<std::int64_t>{u1, u2}));
+}
+
+TEST_F(OrderingTest, AFailedHeadWaitingForItsRetryHoldsItsKey) {
+  const auto a1 = Insert("t", "a");
+  Insert("t", "a");
+  const auto b1 = Insert("t", "b");
+  ASSERT_TRUE(store_.Reschedule(Claim(a1), true, kNow + 10'000, "HTTP 503", kNow));
+  EXPECT_EQ(ClaimIds("t"), (std::vector<std::int64_t>{b1}));
+  EXPECT_EQ(store_.BlockedKeyCount(kNow), 1);
+  const auto waits = store_.WaitsFor(a1 + 1);
+  ASSERT_TRUE(waits);
+  EXPECT_EQ(waits->id, a1);
+}
+
+TEST_F(OrderingTest, AHeadWithAFutureDeliverAtHoldsItsKey) {
+  const auto a1 = Insert("t", "a", kNow + 60'000);  // scheduled a minute ahead
+  const auto a2 = Insert("t", "a");
+  EXPECT_TRUE(ClaimIds("t").empty());
+  EXPECT_EQ(store_.WaitsFor(a2)->id, a1);
+  const auto later = store_.ClaimDue("t", "me", kNow + 60'000 + kLease, kNow + 60'000, 10);
+  ASSERT_EQ(later.size(), 1U);
+  EXPECT_EQ(later[0].lease.id, a1);
+}
+
+TEST_F(OrderingTest, DeadHeadBlocksItsKeyUntilAnOperatorRetriesIt) {
+  const auto a1 = Insert("t", "a");
+  const auto a2 = Insert("t", "a");
+  Dead(a1, "permanent");
+  EXPECT_TRUE(ClaimIds("t").empty());
+  EXPECT_EQ(store_.BlockedKeyCount(kNow), 1);
+  const auto heads = store_.BlockedHeads(kNow, 0, 10);
+  ASSERT_EQ(heads.size(), 1U);
+  EXPECT_EQ(heads[0].id, a1);
+  EXPECT_EQ(store_.WaitsFor(a2)->id, a1);
+
+  ASSERT_EQ(store_.RetryDead({a1, std::nullopt, false}, "test", kNow), 1);
+  EXPECT_EQ(ClaimIds("t"), (std::vector<std::int64_t>{a1}));
+  EXPECT_EQ(store_.BlockedKeyCount(kNow), 0);
+}
+
+TEST_F(OrderingTest, PurgingADeadHeadUnblocksItsKey) {
+  const auto a1 = Insert("t", "a");
+  const auto a2 = Insert("t", "a");
+  Dead(a1, "attempts");
+  ASSERT_EQ(store_.PurgeDead({a1, std::nullopt, false}, 10), 1);
+  EXPECT_EQ(ClaimIds("t"), (std::vector<std::int64_t>{a2}));
+}
+
+TEST_F(OrderingTest, DeadHeadWithSkipLetsTheNextRowGo) {
+  Order("s", DeadHead::kSkip);
+  const auto a1 = Insert("s", "a");
+  const auto a2 = Insert("s", "a");
+  Dead(a1, "permanent");
+  EXPECT_EQ(ClaimIds("s"), (std::vector<std::int64_t>{a2}));
+  EXPECT_FALSE(store_.WaitsFor(a2));
+}
+
+TEST_F(OrderingTest, ExpiredOrCancelledHeadsNeverBlock) {
+  for (const char* reason : {"expired", "cancelled"}) {
+    const std::string key = std::string("k-") + reason;
+    const auto first = Insert("t", key);
+    const auto second = Insert("t", key);
+    Dead(first, reason);
+    EXPECT_EQ(ClaimIds("t"), (std::vector<std::int64_t>{second})) << reason;
+  }
+}
+
+TEST_F(OrderingTest, QuarantinedRowsKeepTheOrderToo) {
+  const auto a1 = Insert("t", "a");
+  const auto a2 = Insert("t", "a");
+  Claim(a1);
+  store_.connection().exec("UPDATE outbox SET quarantined = 1 WHERE id = " + std::to_string(a2));
+  EXPECT_TRUE(store_.ClaimDue("t", "me", kNow + kLease, kNow, 10, /*quarantined_only=*/true)
+                  .empty());
+}
+
+TEST_F(OrderingTest, TheFirstRecordedModeWinsAndIsReadBack) {
+  EXPECT_EQ(store_.AgreeOrdering("t", {true, DeadHead::kSkip}, kNow),
+            (TopicOrdering{true, DeadHead::kBlock}));
+  EXPECT_EQ(store_.AgreeOrdering("t", {}, kNow), (TopicOrdering{true, DeadHead::kBlock}));
+  EXPECT_EQ(store_.AgreeOrdering("plain", {}, kNow), TopicOrdering{});
+  EXPECT_EQ(store_.RecordedOrderings().size(), 1U);
+  EXPECT_TRUE(store_.ForgetOrdering("t"));
+  EXPECT_TRUE(store_.RecordedOrderings().empty());
+  EXPECT_EQ(Describe({true, DeadHead::kSkip}), "by key, dead_head skip");
+  EXPECT_EQ(Describe({}), "none");
+}
+
+// Two connections on one file, as two agents: whatever interleaving of
+// claims and completions, a key never has two rows in flight and each key's
+// rows are claimed in id order.
+TEST(OrderingFileTest, TwoConnectionsNeverHaveTwoRowsOfAKeyInFlight) {
+  outbox::testing::TempDir dir;
+  Options options;
+  options.path = dir.File("o.db");
+  options.create = true;
+  Store a(options);
+  options.create = false;
+  Store b(options);
+  a.AgreeOrdering("t", {true, DeadHead::kBlock}, kNow);
+  constexpr int kKeys = 20;
+  constexpr int kPerKey = 10;
+  for (int i = 0; i < kKeys * kPerKey; ++i) {
+    SQLite::Statement q(a.connection(),
+                        "INSERT INTO outbox(topic, msg_key, payload, ordering_key, next_attempt_at)"
+                        " VALUES('t', ?, 'p', ?, ?)");
+    q.bind(1, "m" + std::to_string(i));
+    q.bind(2, "k" + std::to_string(i % kKeys));
+    q.bind(3, kNow);
+    q.exec();
+  }
+  std::map<std::string, std::int64_t> last_claimed;
+  std::vector<std::pair<Lease, std::string>> held;  // in flight across a round
+  int delivered = 0;
+  for (int round = 0; delivered < kKeys * kPerKey; ++round) {
+    ASSERT_LT(round, 1000);
+    Store& claimer = round % 2 == 0 ? a : b;
+    Store& other = round % 2 == 0 ? b : a;
+    const auto claimed = claimer.ClaimDue("t", "x", kNow + kLease, kNow, 7);
+    std::set<std::string> in_flight;
+    for (const auto& [lease, key] : held) in_flight.insert(key);
+    std::vector<std::pair<Lease, std::string>> fresh;
+    for (const auto& c : claimed) {
+      const Row row = *claimer.Get(c.lease.id);
+      ASSERT_TRUE(in_flight.insert(*row.ordering_key).second) << "two rows of one key in flight";
+      ASSERT_GT(row.id, last_claimed[*row.ordering_key]) << "a key's rows out of order";
+      last_claimed[*row.ordering_key] = row.id;
+      fresh.emplace_back(c.lease, *row.ordering_key);
+    }
+    for (const auto& [lease, key] : held) {
+      ASSERT_TRUE(other.Complete(lease, kNow));
+      ++delivered;
+    }
+    held.clear();
+    // Half of the new claims finish now, the other half stay in flight
+    // while the other connection claims.
+    for (std::size_t i = 0; i < fresh.size(); ++i) {
+      if (i % 2 == 0) {
+        ASSERT_TRUE(claimer.Complete(fresh[i].first, kNow));
+        ++delivered;
+      } else {
+        held.push_back(fresh[i]);
+      }
+    }
+  }
+}
+
+}  // namespace
+}  // namespace outbox::store
