@@ -270,6 +270,9 @@ class Receiver {
       response.set_content("outage (simulated)\n", "text/plain");
       return;
     }
+    // A "compression": "gzip" sender's body arrives decoded: cpp-httplib
+    // built with zlib decodes Content-Encoding: gzip itself. The signature
+    // covers the decoded body, so it is checked on request.body as it is.
     if (!options_.signing_secrets.empty()) {
       const auto check = outbox::transport::VerifyWebhookSignature(
           options_.signing_secrets, request.get_header_value("webhook-id"),

@@ -450,6 +450,12 @@ TopicOptions ReadTopic(Section& topic, const Options& options) {
       endpoint.cloudevents);
   topic.Read("ce_source", endpoint.ce_source);
   topic.Read("max_retry_after_ms", endpoint.max_retry_after_ms, kNonNegative);
+  topic.ReadChoice<transport::Compression>(
+      "compression",
+      {{"none", transport::Compression::kNone}, {"gzip", transport::Compression::kGzip}},
+      endpoint.compression);
+  topic.ReadInt("compress_min_bytes", endpoint.compress_min_bytes,
+                Limit(limits::kCompressMinBytes));
   std::vector<std::string> header_names;
   if (auto headers = topic.Object("headers", /*user_keys=*/true)) {
     header_names = ReadHeaders(*headers, endpoint.headers);

@@ -125,11 +125,14 @@ void DeliveryWorker::Resolve(Route& route, Loaded& item, const HandlerResult& re
                    breaker.endpoint());
   }
   if (decision.endpoint_failure && breaker.OnFailure(decision.configuration_failure)) {
-    if (decision.configuration_failure) {
+    if (decision.configuration_failure && !health.breaker_closed) {
+      // A failed probe: said once already, when the breaker opened.
+      rt_.log->debug("endpoint {} still refuses us: {}", breaker.endpoint(), Describe(result));
+    } else if (decision.configuration_failure) {
       rt_.log->error(
-          "endpoint {} answered HTTP {}: check its URL and credentials; breaker open, the "
-          "backlog waits",
-          breaker.endpoint(), result.http_status);
+          "endpoint {} refused us ({}): check its URL, credentials and options; breaker open, "
+          "the backlog waits",
+          breaker.endpoint(), Describe(result));
     } else {
       rt_.log->warn("breaker open for endpoint {} after: {}", breaker.endpoint(),
                     Describe(result));

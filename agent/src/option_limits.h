@@ -24,5 +24,7 @@ inline constexpr Range kClaimBatch{1, 10'000};
 inline constexpr Range kCrashBudget{1, 1000};
 inline constexpr Range kFailureThreshold{1, 1'000'000};
 inline constexpr Range kWatchPollMs{1, 1000};
+// Smallest HTTP body gzip-compressed, bytes (0 = every body).
+inline constexpr Range kCompressMinBytes{0, 64 * 1024 * 1024};
 
 }  // namespace outbox::agent::limits

@@ -67,6 +67,10 @@ Result MessageFailure(std::string error);
 Result PushInOrder(std::span<const Message> messages, std::size_t max_messages,
                    const std::function<Result(const Message&)>& push);
 
+// `data` gzip-compressed (RFC 1952, zlib's default level). Throws
+// std::bad_alloc when zlib runs out of memory.
+std::string Gzip(std::string_view data);
+
 // The sinks for brokers (nats_sink.cc, mqtt_sink.cc); options validated.
 std::unique_ptr<Sink> MakeNatsSink(EndpointOptions options);
 std::unique_ptr<Sink> MakeMqttSink(EndpointOptions options);

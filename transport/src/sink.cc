@@ -148,6 +148,10 @@ void ValidateBroker(const EndpointOptions& options, const internal::BrokerUrl& u
            name + " is HTTP's; a broker's credentials go under nats or mqtt");
     }
   }
+  // Brokers carry payloads in binary frames of their own: no Content-Encoding.
+  if (options.compression != Compression::kNone) {
+    Fail("compression", "only for http and https URLs");
+  }
   const TlsOptions& tls = options.tls;
   if (!url.tls && (!tls.ca_file.empty() || !tls.client_cert_file.empty() ||
                    tls.insecure_skip_verify)) {
