@@ -40,6 +40,27 @@ for figure in enqueue store delivery latency scale sidecar; do
   printf '    (%ss)\n' "$(( $(date +%s) - figure_start ))" >&2
 done
 
+# The sinks: broker publishes beside raw client loops (sink_bench starts its
+# own nats-server and mosquitto) and gzip's bytes on the wire.
+sink_bench=$build/tests/transport/sink_bench
+compression_bench=$build/tests/transport/compression_bench
+for binary in "$sink_bench" "$compression_bench"; do
+  name=$(basename "$binary")
+  printf '=== %s\n' "$name" >&2
+  if [ ! -x "$binary" ]; then
+    printf '@row\t7 %s\tnot measured: not built\t-\t-\t-\t-\n' "$name" >>"$rows"
+    continue
+  fi
+  figure_start=$(date +%s)
+  if [ "$name" = sink_bench ]; then
+    bench_args=("$reps" "$(awk -v s="$scale" 'BEGIN { printf "%d", 3000 * s }')")
+  else
+    bench_args=(50)
+  fi
+  "$binary" "${bench_args[@]}" | tee -a "$rows" | sed 's/^@row\t/  /' >&2 || status=1
+  printf '    (%ss)\n' "$(( $(date +%s) - figure_start ))" >&2
+done
+
 # Stripped sizes: outboxd and outboxctl beside the naive relay.
 stripped_size() {
   local copy

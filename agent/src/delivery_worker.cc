@@ -151,11 +151,11 @@ void DeliveryWorker::Apply(Route& route, Loaded& item, const Decision& decision,
       rt_.Revert(item.lease);
       return;
     case Action::kDead:
-      rt_.metrics->AttemptFailed(item.row.topic, decision.count_attempt);
+      rt_.metrics->AttemptFailed(item.row.topic, decision.count_attempt, route.sink);
       FinishDead(item, decision.error, decision.count_attempt);
       return;
     case Action::kReschedule: {
-      rt_.metrics->AttemptFailed(item.row.topic, decision.count_attempt);
+      rt_.metrics->AttemptFailed(item.row.topic, decision.count_attempt, route.sink);
       const store::Lease lease = item.lease;
       rt_.writer->Submit({[lease, cost = decision.count_attempt, next = decision.next_attempt_at,
                            error = decision.error, now](store::Store& s) {

@@ -16,6 +16,7 @@ void RouteTable::Build(
     std::string endpoint;
     if (auto custom = handlers.find(name); custom != handlers.end()) {
       route->handler = custom->second;
+      route->sink = "handler";
       endpoint = "handler:" + name;
     } else {
       if (topic.endpoint.url.empty()) {
@@ -26,6 +27,7 @@ void RouteTable::Build(
       } catch (const std::invalid_argument& e) {
         throw std::invalid_argument("topics.\"" + name + "\"." + e.what());
       }
+      route->sink = transport::SinkKindName(transport::SinkKindOf(topic.endpoint.url));
       endpoint = topic.endpoint.url.substr(0, topic.endpoint.url.find('?'));
     }
     route->breaker = BreakerFor(endpoint, topic);

@@ -19,6 +19,9 @@ namespace outbox::agent {
 
 struct Route {
   std::string name;  // the config key: a topic or "*"
+  // The kind of sink, for metric labels: "http", "nats", "mqtt", or
+  // "handler" for a custom Handler.
+  std::string sink;
   TopicOptions options;
   std::shared_ptr<Handler> handler;
   std::shared_ptr<Breaker> breaker;  // shared by every route to the same endpoint

@@ -4,6 +4,7 @@
 
 #include <stdexcept>
 #include <string>
+#include <utility>
 
 #include "outbox/agent.h"
 
@@ -41,6 +42,34 @@ TEST(ParseConfigSinks, BadCompressionNamesTheKey) {
             R"(topics."a".compress_min_bytes: expected an integer from 0 to 67108864, got -1)");
   EXPECT_EQ(ErrorOf(Topic("nats://h/orders", R"("compression": "gzip")")),
             R"(topics."a".compression: only for http and https URLs)");
+}
+
+// What --check-config says about each kind of sink: one line naming the key.
+TEST(ParseConfigSinks, EachSinksUrlAndOptionsAreCheckedByKey) {
+  const std::pair<std::string, std::string> cases[] = {
+      {Topic("http://user:pw@h/", R"("workers": 1)"),
+       R"(topics."a".url: must not carry credentials; send them as a header (e.g. )"
+       R"(Authorization from "env:NAME"))"},
+      {Topic("nats://h:4222/orders.>", R"("workers": 1)"),
+       R"(topics."a".url: subject must not hold a wildcard)"},
+      {Topic("nats://h:4222/orders", R"("tls": {"insecure_skip_verify": true})"),
+       R"(topics."a".tls: needs a tls:// URL)"},
+      {Topic("nats://h:4222/orders", R"("mqtt": {"client_id": "x"})"),
+       R"(topics."a".mqtt: only for mqtt:// and mqtts:// URLs)"},
+      {Topic("mqtt://h:1883/orders/#", R"("workers": 1)"),
+       R"(topics."a".url: )"},
+      {Topic("mqtt://h:99999/orders", R"("workers": 1)"), R"(topics."a".url: )"},
+      {Topic("mqtt://h/orders", R"("mqtt": {"keepalive_s": 1})"),
+       R"(topics."a".mqtt.keepalive_s: expected an integer from 5 to 65535, got 1)"},
+      {Topic("mqtts://h/orders", R"("headers": {"Authorization": "env:HOME"})"),
+       R"(topics."a".headers."Authorization": Authorization is HTTP's; a broker's credentials )"
+       R"(go under nats or mqtt)"},
+  };
+  for (const auto& [json, error] : cases) {
+    const std::string got = ErrorOf(json);
+    EXPECT_TRUE(got.starts_with(error)) << json << "\n  got: " << got;
+    EXPECT_EQ(got.find('\n'), std::string::npos) << got;
+  }
 }
 
 }  // namespace

@@ -178,6 +178,9 @@ struct TopicCounters {
   std::int64_t enqueued = 0;
   std::int64_t delivered = 0;
   std::int64_t attempt_failures = 0;
+  // The same failures by kind of sink ("http", "nats", "mqtt", "handler");
+  // failures counted without a kind appear only in attempt_failures.
+  std::map<std::string, std::int64_t> attempt_failures_by_sink;
   std::int64_t dead = 0;
   std::int64_t recycled = 0;
   std::int64_t pool_rejections = 0;
@@ -229,7 +232,9 @@ class Metrics {
 
   void Enqueued(std::string_view topic, std::int64_t n = 1);
   void Delivered(std::string_view topic, double latency_seconds);
-  void AttemptFailed(std::string_view topic, bool cost_attempt);
+  // `sink`: the kind of sink that failed (SinkKindName, or "handler"); "" =
+  // not known.
+  void AttemptFailed(std::string_view topic, bool cost_attempt, std::string_view sink = "");
   void Dead(std::string_view topic, bool by_crash_budget = false);
   void Recycled(std::string_view topic, std::int64_t n);
   void PoolRejected(std::string_view topic);
