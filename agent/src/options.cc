@@ -34,6 +34,7 @@ void Validate(const Options& options) {
     const std::string where = "topics.\"" + name + "\".";
     CheckRange(where + "workers", topic.workers, limits::kWorkers);
     CheckRange(where + "queue_capacity", topic.queue_capacity, limits::kQueueCapacity);
+    CheckRange(where + "priority", topic.priority, limits::kPriority);
     try {
       store::Validate(topic.retry);
     } catch (const std::invalid_argument& e) {

@@ -1,5 +1,7 @@
 #include "route_table.h"
 
+#include <algorithm>
+
 #include "sink_handler.h"
 
 namespace outbox::agent {
@@ -68,6 +70,10 @@ RouteTable::Served RouteTable::ToServe(std::vector<std::string> pending_topics) 
       served.unrouted.push_back(std::move(topic));
     }
   }
+  // Higher priority first; stable, so equal ones keep their order.
+  std::stable_sort(served.topics.begin(), served.topics.end(), [](const auto& a, const auto& b) {
+    return a.first->options.priority > b.first->options.priority;
+  });
   return served;
 }
 

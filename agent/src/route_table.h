@@ -57,8 +57,8 @@ class RouteTable {
   std::vector<std::string> Names() const;
 
   // What the sweeper serves: every configured topic, plus each topic of
-  // `pending_topics` that only "*" routes; `unrouted` gets the pending
-  // topics nothing routes.
+  // `pending_topics` that only "*" routes, highest priority first;
+  // `unrouted` gets the pending topics nothing routes.
   struct Served {
     std::vector<std::pair<Route*, std::string>> topics;
     std::vector<std::string> unrouted;

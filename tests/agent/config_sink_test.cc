@@ -44,6 +44,14 @@ TEST(ParseConfigSinks, BadCompressionNamesTheKey) {
             R"(topics."a".compression: only for http and https URLs)");
 }
 
+TEST(ParseConfigSinks, PriorityDefaultsToZeroAndIsBounded) {
+  EXPECT_EQ(ParseConfig(Topic("http://h/", R"("workers": 1)")).options.topics.at("a").priority, 0);
+  EXPECT_EQ(ParseConfig(Topic("http://h/", R"("priority": -7)")).options.topics.at("a").priority,
+            -7);
+  EXPECT_EQ(ErrorOf(Topic("http://h/", R"("priority": 1001)")),
+            R"(topics."a".priority: expected an integer from -1000 to 1000, got 1001)");
+}
+
 // What --check-config says about each kind of sink: one line naming the key.
 TEST(ParseConfigSinks, EachSinksUrlAndOptionsAreCheckedByKey) {
   const std::pair<std::string, std::string> cases[] = {

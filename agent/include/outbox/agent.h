@@ -117,6 +117,12 @@ struct TopicOptions {
   int queue_capacity = 1000;
   store::RetryPolicy retry;
   BreakerOptions breaker;
+  // Claim order among topics that share an endpoint: while a topic has due
+  // rows it could not claim yet (its queue is full, its breaker denies),
+  // topics of lower priority on the same endpoint wait, so that after an
+  // outage the backlog of higher-priority topics goes out first. Equal
+  // priorities share the link. The eager path of new commits is not held.
+  int priority = 0;
 };
 
 struct RetentionOptions {
