@@ -319,6 +319,18 @@ void ReadTls(Section& section, transport::TlsOptions& tls) {
   section.WarnUnknown();
 }
 
+void ReadRateLimit(Section& section, RateLimit& limit) {
+  std::int64_t messages = 0;
+  std::int64_t bytes = 0;
+  if (section.Read("messages_per_s", messages, kNonNegative)) {
+    limit.messages_per_s = static_cast<double>(messages);
+  }
+  if (section.Read("bytes_per_s", bytes, kNonNegative)) {
+    limit.bytes_per_s = static_cast<double>(bytes);
+  }
+  section.WarnUnknown();
+}
+
 // A broker credential: a secret reference resolved here, or (with a warning)
 // the value itself.
 void ReadSecret(Section& section, std::string_view key, std::string& out) {
@@ -468,6 +480,7 @@ TopicOptions ReadTopic(Section& topic, const Options& options) {
   if (auto mqtt = topic.Object("mqtt")) ReadMqtt(*mqtt, endpoint.mqtt);
   if (auto retry = topic.Object("retry")) ReadRetry(*retry, result.retry);
   if (auto breaker = topic.Object("breaker")) ReadBreaker(*breaker, result.breaker);
+  if (auto rate = topic.Object("rate_limit")) ReadRateLimit(*rate, result.rate_limit);
   topic.WarnUnknown();
 
   // A request outliving its lease could be sent again by another agent while

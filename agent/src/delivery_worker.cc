@@ -95,6 +95,7 @@ void DeliveryWorker::Send(Route& route, std::span<Loaded> items) {
     FinishDelivered(route, items);
     return;
   }
+  if (route.bucket && !AwaitRate(route, items)) return;
   HandlerResult result = SafeHandle(route, deliveries);
   if (result.outcome == Outcome::kMessageFailure && !result.endpoint_gone && items.size() > 1) {
     // One bad member refuses the whole batch: halve it until the bad one
@@ -109,6 +110,22 @@ void DeliveryWorker::Send(Route& route, std::span<Loaded> items) {
     return;
   }
   for (Loaded& item : items) Resolve(route, item, result);
+}
+
+bool DeliveryWorker::AwaitRate(Route& route, std::span<Loaded> items) {
+  std::int64_t bytes = 0;
+  for (const Loaded& item : items) bytes += static_cast<std::int64_t>(item.row.payload.size());
+  const auto messages = static_cast<std::int64_t>(items.size());
+  const auto now = rt_.clock->Monotonic();
+  const std::chrono::microseconds wait = route.bucket->Reserve(messages, bytes, now);
+  if (wait.count() == 0) return true;
+  // The clock may be a test's: the pause is measured on the steady clock
+  // from the wait the bucket computed.
+  if (rt_.PauseUntil(std::chrono::steady_clock::now() + wait)) return true;
+  // Stopping: nothing was sent, so nothing is spent.
+  route.bucket->Refund(messages, bytes);
+  for (const Loaded& item : items) rt_.Revert(item.lease);
+  return false;
 }
 
 void DeliveryWorker::Resolve(Route& route, Loaded& item, const HandlerResult& result) {

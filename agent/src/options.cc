@@ -35,6 +35,9 @@ void Validate(const Options& options) {
     CheckRange(where + "workers", topic.workers, limits::kWorkers);
     CheckRange(where + "queue_capacity", topic.queue_capacity, limits::kQueueCapacity);
     CheckRange(where + "priority", topic.priority, limits::kPriority);
+    if (!(topic.rate_limit.messages_per_s >= 0) || !(topic.rate_limit.bytes_per_s >= 0)) {
+      throw std::invalid_argument(where + "rate_limit: rates must be 0 (no limit) or positive");
+    }
     try {
       store::Validate(topic.retry);
     } catch (const std::invalid_argument& e) {

@@ -33,6 +33,7 @@ void RouteTable::Build(
       endpoint = topic.endpoint.url.substr(0, topic.endpoint.url.find('?'));
     }
     route->breaker = BreakerFor(endpoint, topic);
+    route->bucket = SharedBucket(name, topic.rate_limit);
     if (name == "*") wildcard_ = route.get();
     routes_.emplace(name, std::move(route));
   }

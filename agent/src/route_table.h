@@ -14,6 +14,7 @@
 #include "breaker.h"
 #include "outbox/agent.h"
 #include "pool.h"
+#include "rate_limiter.h"
 
 namespace outbox::agent {
 
@@ -26,6 +27,8 @@ struct Route {
   std::shared_ptr<Handler> handler;
   std::shared_ptr<Breaker> breaker;  // shared by every route to the same endpoint
   std::unique_ptr<WorkerPool> pool;
+  // The topic's rate limit, shared process-wide; null = none.
+  std::shared_ptr<TokenBucket> bucket;
   // One read connection per worker, opened by and used only on that worker.
   std::vector<std::unique_ptr<store::Store>> readers;
   // The pool refused rows: wake the sweeper when it has room again.

@@ -52,6 +52,19 @@ TEST(ParseConfigSinks, PriorityDefaultsToZeroAndIsBounded) {
             R"(topics."a".priority: expected an integer from -1000 to 1000, got 1001)");
 }
 
+TEST(ParseConfigSinks, RateLimitIsOffByDefaultAndReadsBothRates) {
+  EXPECT_EQ(ParseConfig(Topic("http://h/", R"("workers": 1)"))
+                .options.topics.at("a")
+                .rate_limit.messages_per_s,
+            0);
+  const Config config =
+      ParseConfig(Topic("mqtt://h/t", R"("rate_limit": {"messages_per_s": 20, "bytes_per_s": 4096})"));
+  EXPECT_EQ(config.options.topics.at("a").rate_limit.messages_per_s, 20);
+  EXPECT_EQ(config.options.topics.at("a").rate_limit.bytes_per_s, 4096);
+  EXPECT_EQ(ErrorOf(Topic("http://h/", R"("rate_limit": {"bytes_per_s": -1})")),
+            R"(topics."a".rate_limit.bytes_per_s: expected 0 or a positive integer, got -1)");
+}
+
 // What --check-config says about each kind of sink: one line naming the key.
 TEST(ParseConfigSinks, EachSinksUrlAndOptionsAreCheckedByKey) {
   const std::pair<std::string, std::string> cases[] = {

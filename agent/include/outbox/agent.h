@@ -108,6 +108,14 @@ struct BreakerOptions {
   std::int64_t max_open_ms = 300'000;
 };
 
+// A topic's sending rate on a metered link: token buckets shared by every
+// worker and every Agent of the process that sends the topic. 0 = no limit
+// in that dimension; both 0 (the default) = off.
+struct RateLimit {
+  double messages_per_s = 0;  // messages per second (burst: one second's worth)
+  double bytes_per_s = 0;     // payload bytes per second (burst likewise)
+};
+
 struct TopicOptions {
   // The HTTP endpoint: URL, timeouts, headers, TLS, CloudEvents, signing,
   // batching. Ignored when a handler is registered for the topic.
@@ -123,6 +131,9 @@ struct TopicOptions {
   // outage the backlog of higher-priority topics goes out first. Equal
   // priorities share the link. The eager path of new commits is not held.
   int priority = 0;
+  // Workers wait for tokens before each send (a stop ends the wait and the
+  // rows go back to pending).
+  RateLimit rate_limit;
 };
 
 struct RetentionOptions {
