@@ -57,8 +57,8 @@ TEST(ParseConfigSinks, RateLimitIsOffByDefaultAndReadsBothRates) {
                 .options.topics.at("a")
                 .rate_limit.messages_per_s,
             0);
-  const Config config =
-      ParseConfig(Topic("mqtt://h/t", R"("rate_limit": {"messages_per_s": 20, "bytes_per_s": 4096})"));
+  const Config config = ParseConfig(
+      Topic("mqtt://h/t", R"("rate_limit": {"messages_per_s": 20, "bytes_per_s": 4096})"));
   EXPECT_EQ(config.options.topics.at("a").rate_limit.messages_per_s, 20);
   EXPECT_EQ(config.options.topics.at("a").rate_limit.bytes_per_s, 4096);
   EXPECT_EQ(ErrorOf(Topic("http://h/", R"("rate_limit": {"bytes_per_s": -1})")),

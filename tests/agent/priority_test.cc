@@ -46,7 +46,8 @@ class PriorityTest : public AgentTest {
 constexpr int kEach = 40;
 
 TEST_F(PriorityTest, HigherPriorityBacklogGoesFirstOnASharedEndpoint) {
-  server_.Post("/events", [](const httplib::Request&, httplib::Response& res) { res.status = 200; });
+  server_.Post("/events",
+               [](const httplib::Request&, httplib::Response& res) { res.status = 200; });
   server_.Start();
   // The low-priority topic sorts first by name and was committed first: only
   // its priority can put it last.
@@ -67,7 +68,8 @@ TEST_F(PriorityTest, HigherPriorityBacklogGoesFirstOnASharedEndpoint) {
 }
 
 TEST_F(PriorityTest, EqualPrioritiesShareTheEndpoint) {
-  server_.Post("/events", [](const httplib::Request&, httplib::Response& res) { res.status = 200; });
+  server_.Post("/events",
+               [](const httplib::Request&, httplib::Response& res) { res.status = 200; });
   server_.Start();
   Backlog("a.one", kEach);
   Backlog("b.two", kEach);

@@ -58,7 +58,8 @@ TEST(SharedBucket, OnePerTopicAndLimitInTheProcessNoneWhenOff) {
 class RateLimitTest : public AgentTest {};
 
 TEST_F(RateLimitTest, TwoAgentsOfOneProcessShareTheTopicsLimit) {
-  server_.Post("/events", [](const httplib::Request&, httplib::Response& res) { res.status = 200; });
+  server_.Post("/events",
+               [](const httplib::Request&, httplib::Response& res) { res.status = 200; });
   server_.Start();
   constexpr int kMessages = 30;
   constexpr double kRate = 10;
@@ -73,7 +74,9 @@ TEST_F(RateLimitTest, TwoAgentsOfOneProcessShareTheTopicsLimit) {
   first.Start();
   second.Start();
   const auto start = Steady::now();
-  for (int i = 0; i < kMessages; ++i) Commit(i % 2 == 0 ? &first : &second, "rated", std::to_string(i));
+  for (int i = 0; i < kMessages; ++i) {
+    Commit(i % 2 == 0 ? &first : &second, "rated", std::to_string(i));
+  }
   ASSERT_TRUE(WaitFor([&] { return CountStatus(store::Status::kDelivered) == kMessages; },
                       std::chrono::seconds(30)));
   const double elapsed_s = std::chrono::duration<double>(Steady::now() - start).count();
@@ -86,7 +89,8 @@ TEST_F(RateLimitTest, TwoAgentsOfOneProcessShareTheTopicsLimit) {
 }
 
 TEST_F(RateLimitTest, StopEndsAWaitForTokensAndGivesTheRowsBack) {
-  server_.Post("/events", [](const httplib::Request&, httplib::Response& res) { res.status = 200; });
+  server_.Post("/events",
+               [](const httplib::Request&, httplib::Response& res) { res.status = 200; });
   server_.Start();
   Options options = BaseOptions();
   TopicOptions topic = HttpTopic();

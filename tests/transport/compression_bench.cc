@@ -125,8 +125,11 @@ int main(int argc, char** argv) {
     outbox::testing::NullHttpServer server;
     const Totals plain = Send(server.Url(), transport::Compression::kNone, batches);
     const Totals gzip = Send(server.Url(), transport::Compression::kGzip, batches);
-    const double plain_per = static_cast<double>(plain.wire_bytes) / static_cast<double>(plain.messages);
-    const double gzip_per = static_cast<double>(gzip.wire_bytes) / static_cast<double>(gzip.messages);
+    const auto per_message = [](const Totals& totals) {
+      return static_cast<double>(totals.wire_bytes) / static_cast<double>(totals.messages);
+    };
+    const double plain_per = per_message(plain);
+    const double gzip_per = per_message(gzip);
     const double ratio = plain_per / gzip_per;
     const double plain_ms = plain.seconds * 1000 / batches;
     const double gzip_ms = gzip.seconds * 1000 / batches;

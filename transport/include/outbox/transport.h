@@ -196,13 +196,14 @@ struct Message {
 Headers ParseRowHeaders(std::string_view headers_json);
 
 // The request headers for one message, in sending order. `body` is what will
-// be sent before any compression (for the signature), `now_s` the attempt's time in seconds since the
-// epoch (webhook-timestamp). The row's Content-Type wins over the endpoint's;
-// other row headers are added unless they name a reserved header
-// (Idempotency-Key, Authorization, Content-Length, Content-Encoding, ce-*,
-// webhook-*, framing headers) or one the endpoint sets: those are dropped, so a row can never
-// override them. Throws std::invalid_argument naming a row header whose name
-// is not an HTTP token or whose value holds a control character.
+// be sent, before any compression (for the signature); `now_s` is the
+// attempt's time in seconds since the epoch (webhook-timestamp). The row's
+// Content-Type wins over the endpoint's; other row headers are added unless
+// they name a reserved header (Idempotency-Key, Authorization,
+// Content-Length, Content-Encoding, ce-*, webhook-*, framing headers) or one
+// the endpoint sets: those are dropped, so a row can never override them.
+// Throws std::invalid_argument naming a row header whose name is not an HTTP
+// token or whose value holds a control character.
 Headers BuildHeaders(const EndpointOptions& options, const Message& message, std::string_view body,
                      std::int64_t now_s);
 
