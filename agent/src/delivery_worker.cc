@@ -60,7 +60,8 @@ void DeliveryWorker::Work(Route& route, int index, std::vector<store::Claimed>& 
       } catch (const std::invalid_argument& e) {
         // Written by another application without our triggers: the row can
         // never be sent as it is.
-        FinishDead(item, std::string("malformed row: ") + e.what(), true);
+        FinishDead(item, std::string("malformed row: ") + e.what(), true,
+                   store::dead_reason::kPermanent);
         continue;
       }
       loaded.push_back(std::move(item));
@@ -169,7 +170,7 @@ void DeliveryWorker::Apply(Route& route, Loaded& item, const Decision& decision,
       return;
     case Action::kDead:
       rt_.metrics->AttemptFailed(item.row.topic, decision.count_attempt, route.sink);
-      FinishDead(item, decision.error, decision.count_attempt);
+      FinishDead(item, decision.error, decision.count_attempt, decision.dead_reason);
       return;
     case Action::kReschedule: {
       rt_.metrics->AttemptFailed(item.row.topic, decision.count_attempt, route.sink);
@@ -212,12 +213,13 @@ void DeliveryWorker::FinishDelivered(Route& route, std::span<Loaded> items) {
 }
 
 void DeliveryWorker::FinishDead(const Loaded& item, const std::string& error,
-                                bool count_attempt) {
+                                bool count_attempt, const std::string& dead_reason) {
   const std::int64_t now = rt_.clock->WallMs();
   rt_.metrics->Dead(item.row.topic);
   const store::Lease lease = item.lease;
-  rt_.writer->Submit({[lease, count_attempt, error = TruncateError(error), now](store::Store& s) {
-                        s.MarkDead(lease, count_attempt, error, now);
+  rt_.writer->Submit({[lease, count_attempt, error = TruncateError(error), dead_reason,
+                       now](store::Store& s) {
+                        s.MarkDead(lease, count_attempt, error, dead_reason, now);
                       },
                       {}});
   rt_.log->warn("dead-lettered topic={} id={} key={} error={}", item.row.topic, item.row.id,

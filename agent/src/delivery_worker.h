@@ -39,7 +39,8 @@ class DeliveryWorker {
   void Resolve(Route& route, Loaded& item, const HandlerResult& result);
   void Apply(Route& route, Loaded& item, const Decision& decision, std::int64_t now);
   void FinishDelivered(Route& route, std::span<Loaded> items);
-  void FinishDead(const Loaded& item, const std::string& error, bool count_attempt);
+  void FinishDead(const Loaded& item, const std::string& error, bool count_attempt,
+                  const std::string& dead_reason);
 
   Runtime& rt_;
 };

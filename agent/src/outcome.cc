@@ -16,11 +16,13 @@ Decision RescheduleOrDead(const store::Row& row, const HandlerResult& result,
   d.failures = AttemptsPlus(row.attempts, cost ? 1 : 0);
   if (cost && store::AttemptsExhausted(policy, d.failures)) {
     d.action = Action::kDead;
+    d.dead_reason = store::dead_reason::kAttempts;
     d.error = TruncateError(error + " (after " + std::to_string(d.failures) + " attempts)");
     return d;
   }
   if (cost && store::AgeExhausted(policy, row.created_at, now)) {
     d.action = Action::kDead;
+    d.dead_reason = store::dead_reason::kAge;
     d.error = TruncateError(error + " (older than retry.max_age_ms)");
     return d;
   }
@@ -81,6 +83,7 @@ Decision Decide(const store::Row& row, const HandlerResult& result, const Endpoi
       } else {
         Decision d;
         d.action = Action::kDead;
+        d.dead_reason = store::dead_reason::kPermanent;
         d.count_attempt = true;
         d.failures = AttemptsPlus(row.attempts, 1);
         d.error = Describe(result);

@@ -52,6 +52,7 @@ struct Decision {
   std::int64_t delay_ms = 0;         // kReschedule
   int failures = 0;                  // attempts after this one is counted
   std::string error;                 // for last_error, truncated
+  std::string dead_reason;           // kDead: a store::dead_reason name
   // What the answer says about the endpoint, for its breaker.
   bool endpoint_gone = false;          // 410: send nothing more there
   bool endpoint_failure = false;       // counts toward opening the breaker

@@ -50,6 +50,14 @@ void BindOptional(sqlite3_stmt* q, int index, const std::optional<std::int64_t>&
   }
 }
 
+void BindOptionalText(sqlite3_stmt* q, int index, const std::optional<std::string>& value) {
+  if (value) {
+    BindText(q, index, *value);
+  } else {
+    sqlite3_bind_null(q, index);
+  }
+}
+
 // Turns a trigger's "outbox: <field>: <reason>" into the error a caller of
 // the API expects.
 [[noreturn]] void ThrowInsertError(sqlite3* db, const NewMessage& message) {
@@ -118,6 +126,17 @@ bool IsUnicodeJsonText(std::string_view text) {
   return true;
 }
 
+// RFC 9110 token characters, as the insert trigger checks them.
+bool IsSchemaVersion(std::string_view text) {
+  if (text.empty() || text.size() > kMaxSchemaVersionBytes) return false;
+  constexpr std::string_view kSymbols = "!#$%&'*+-.^_`|~";
+  for (const char c : text) {
+    const bool alnum = (c >= '0' && c <= '9') || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z');
+    if (!alnum && kSymbols.find(c) == std::string_view::npos) return false;
+  }
+  return true;
+}
+
 }  // namespace
 
 void ValidateMessage(const NewMessage& message) {
@@ -141,6 +160,16 @@ void ValidateMessage(const NewMessage& message) {
   }
   if (message.retry.first_interval_ms && *message.retry.first_interval_ms <= 0) {
     throw std::invalid_argument("first_interval_ms: expected a positive integer");
+  }
+  if (message.schema_version && !IsSchemaVersion(*message.schema_version)) {
+    throw std::invalid_argument("schema_version: must be 1 to " +
+                                std::to_string(kMaxSchemaVersionBytes) +
+                                " token characters (letters, digits, !#$%&'*+-.^_`|~)");
+  }
+  if (message.ordering_key &&
+      (message.ordering_key->empty() || message.ordering_key->size() > kMaxKeyBytes)) {
+    throw std::invalid_argument("ordering_key: must be a non-empty string of at most " +
+                                std::to_string(kMaxKeyBytes) + " bytes");
   }
 }
 
@@ -175,6 +204,10 @@ struct Producer::Impl {
       sqlite3_bind_null(q, 6);
     }
     BindOptional(q, 7, message.retry.first_interval_ms);
+    BindOptionalText(q, 8, message.schema_version);
+    BindOptionalText(q, 9, message.ordering_key);
+    BindOptional(q, 10, message.deliver_at);
+    BindOptional(q, 11, message.expires_at);
     if (sqlite3_step(q) != SQLITE_DONE) ThrowInsertError(db, message);
     return {sqlite3_last_insert_rowid(db), true};
   }

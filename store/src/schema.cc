@@ -15,7 +15,7 @@ namespace {
 
 // Index i holds the step from version i to i + 1.
 constexpr std::array<const char*, kSchemaVersion> kMigrations = {
-    sql::kMigration1, sql::kMigration2, sql::kMigration3};
+    sql::kMigration1, sql::kMigration2, sql::kMigration3, sql::kMigration4};
 
 int ParseVersion(const SQLite::Column& column) {
   if (column.isNull()) return 0;

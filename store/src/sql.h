@@ -167,12 +167,115 @@ ALTER TABLE outbox ADD COLUMN lease_boot_id TEXT;
 ALTER TABLE outbox ADD COLUMN lease_boot_until INTEGER;
 )sql";
 
+// Migration 4: the message attributes of the contract (docs/design.md, "The
+// outbox table"), added once: schema_version, ordering_key, deliver_at,
+// expires_at and a structured dead_reason; and what the store needs to serve
+// them: acked_at (the receiver acknowledged, the completion is still
+// pending), the audit trail's row count and host, a table where agents
+// publish their runtime state, the ordering mode each topic was started with,
+// an index for the oldest undelivered message of an ordering key and one for
+// expiry. ADD COLUMN rewrites no row; the check trigger is replaced, since
+// triggers cannot be altered. One transaction, like every migration.
+inline constexpr char kMigration4[] = R"sql(
+ALTER TABLE outbox ADD COLUMN schema_version TEXT;
+ALTER TABLE outbox ADD COLUMN ordering_key TEXT;
+ALTER TABLE outbox ADD COLUMN deliver_at INTEGER;
+ALTER TABLE outbox ADD COLUMN expires_at INTEGER;
+ALTER TABLE outbox ADD COLUMN dead_reason TEXT;
+ALTER TABLE outbox ADD COLUMN acked_at INTEGER;
+ALTER TABLE outbox_audit ADD COLUMN rows INTEGER;
+ALTER TABLE outbox_audit ADD COLUMN host TEXT;
+
+CREATE TABLE outbox_runtime(
+  agent      TEXT NOT NULL,
+  name       TEXT NOT NULL,
+  value      TEXT,
+  updated_at INTEGER NOT NULL,
+  PRIMARY KEY(agent, name)
+) WITHOUT ROWID;
+
+CREATE TABLE outbox_topic_modes(
+  topic      TEXT PRIMARY KEY,
+  ordering   TEXT NOT NULL,
+  dead_head  TEXT NOT NULL,
+  updated_at INTEGER NOT NULL
+) WITHOUT ROWID;
+
+-- Only rows that have an ordering key and are not delivered: unordered
+-- traffic pays nothing for it.
+CREATE INDEX outbox_ordering ON outbox(topic, ordering_key, id)
+  WHERE ordering_key IS NOT NULL AND status <> 1;
+CREATE INDEX outbox_expiry ON outbox(expires_at)
+  WHERE expires_at IS NOT NULL AND status = 0;
+
+DROP TRIGGER IF EXISTS outbox_check_insert;
+CREATE TRIGGER outbox_check_insert BEFORE INSERT ON outbox
+BEGIN
+  SELECT RAISE(ABORT, 'outbox: topic: must be a non-empty string')
+   WHERE typeof(NEW.topic) <> 'text' OR length(NEW.topic) = 0;
+  SELECT RAISE(ABORT, 'outbox: msg_key: must be a non-empty string of at most 255 bytes')
+   WHERE typeof(NEW.msg_key) <> 'text' OR length(NEW.msg_key) = 0
+      OR length(CAST(NEW.msg_key AS BLOB)) > 255;
+  SELECT RAISE(ABORT, 'outbox: headers: must be a JSON object of string values without CR or LF')
+   WHERE NEW.headers IS NOT NULL
+     AND (json_valid(NEW.headers) = 0 OR json_type(NEW.headers) <> 'object'
+          OR EXISTS(SELECT 1 FROM json_each(NEW.headers)
+                     WHERE type <> 'text' OR key = ''
+                        OR instr(key, char(13)) OR instr(key, char(10))
+                        OR instr(value, char(13)) OR instr(value, char(10))));
+  SELECT RAISE(ABORT, 'outbox: schema_version: must be 1 to 64 token characters (letters, digits, !#$%&''*+-.^_`|~)')
+   WHERE NEW.schema_version IS NOT NULL
+     AND (typeof(NEW.schema_version) <> 'text'
+          OR length(CAST(NEW.schema_version AS BLOB)) NOT BETWEEN 1 AND 64
+          OR NEW.schema_version GLOB '*[^-!#$%&''*+.^_`|~0-9A-Za-z]*');
+  SELECT RAISE(ABORT, 'outbox: ordering_key: must be a non-empty string of at most 255 bytes')
+   WHERE NEW.ordering_key IS NOT NULL
+     AND (typeof(NEW.ordering_key) <> 'text' OR length(NEW.ordering_key) = 0
+          OR length(CAST(NEW.ordering_key AS BLOB)) > 255);
+  SELECT RAISE(ABORT, 'outbox: deliver_at: must be an integer (ms since the epoch)')
+   WHERE NEW.deliver_at IS NOT NULL AND typeof(NEW.deliver_at) <> 'integer';
+  SELECT RAISE(ABORT, 'outbox: deliver_at: more than a year ahead')
+   WHERE NEW.deliver_at > )sql" OUTBOX_NOW_MS R"sql( + 31622400000;
+  SELECT RAISE(ABORT, 'outbox: expires_at: must be an integer (ms since the epoch)')
+   WHERE NEW.expires_at IS NOT NULL AND typeof(NEW.expires_at) <> 'integer';
+  SELECT RAISE(ABORT, 'outbox: dead_reason: must be one of permanent, attempts, age, expired, cancelled, crash, hook')
+   WHERE NEW.dead_reason IS NOT NULL
+     AND NEW.dead_reason NOT IN ('permanent', 'attempts', 'age', 'expired', 'cancelled', 'crash', 'hook');
+  SELECT RAISE(ABORT, 'outbox: payload: larger than limits.max_payload_bytes')
+    FROM outbox_limits
+   WHERE max_payload_bytes > 0
+     AND length(CAST(NEW.payload AS BLOB)) > max_payload_bytes;
+  SELECT RAISE(ABORT, 'outbox: capacity: limits.max_pending reached')
+    FROM outbox_limits, outbox_counters
+   WHERE max_pending > 0 AND name = 'undelivered' AND value >= max_pending;
+  SELECT RAISE(ABORT, 'outbox: capacity: limits.max_db_bytes reached')
+    FROM outbox_limits
+   WHERE max_db_bytes > 0
+     AND ((SELECT page_count FROM pragma_page_count())
+          - (SELECT freelist_count FROM pragma_freelist_count()))
+         * (SELECT page_size FROM pragma_page_size()) >= max_db_bytes;
+END;
+
+-- A scheduled message is due at deliver_at. The Producer writes
+-- next_attempt_at itself, so this fires only for plain-SQL writers.
+CREATE TRIGGER outbox_schedule AFTER INSERT ON outbox
+  WHEN NEW.deliver_at > NEW.next_attempt_at
+BEGIN
+  UPDATE outbox SET next_attempt_at = NEW.deliver_at WHERE id = NEW.id;
+END;
+)sql";
+
 // --- enqueue -------------------------------------------------------------------
 
+// ?8 schema_version, ?9 ordering_key, ?10 deliver_at, ?11 expires_at. A
+// scheduled message is due at deliver_at (so the schedule trigger has
+// nothing to do).
 inline constexpr char kInsert[] =
     "INSERT INTO outbox(topic, msg_key, payload, headers, max_attempts, backoff,"
-    " first_interval_ms, next_attempt_at, created_at, updated_at)"
-    " VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7, " OUTBOX_NOW_MS ", " OUTBOX_NOW_MS ", " OUTBOX_NOW_MS ")";
+    " first_interval_ms, schema_version, ordering_key, deliver_at, expires_at,"
+    " next_attempt_at, created_at, updated_at)"
+    " VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11,"
+    " max(coalesce(?10, 0), " OUTBOX_NOW_MS "), " OUTBOX_NOW_MS ", " OUTBOX_NOW_MS ")";
 inline constexpr char kFindByKey[] = "SELECT id FROM outbox WHERE topic = ? AND msg_key = ?";
 inline constexpr char kGetLimits[] =
     "SELECT max_payload_bytes, max_pending, max_db_bytes FROM outbox_limits";
@@ -185,7 +288,8 @@ inline constexpr char kSetLimits[] =
   "id, topic, msg_key, payload, headers, status, attempts, max_attempts,"      \
   " backoff, first_interval_ms, next_attempt_at, lease_owner, lease_token,"    \
   " lease_expires_at, last_error, created_at, updated_at, last_attempt_at,"    \
-  " crashes, quarantined, operator_retries"
+  " crashes, quarantined, operator_retries, schema_version, ordering_key,"   \
+  " deliver_at, expires_at, dead_reason, acked_at"
 
 // lease_token counts claims. Another application may have written anything
 // there: a token that cannot grow as an integer (INT64_MAX would turn into a
@@ -248,9 +352,9 @@ inline constexpr char kReschedule[] =
     " quarantined = 0, last_attempt_at = ?3, updated_at = ?3"
     " WHERE id = ?1 AND status = 3 AND lease_token = ?2";
 
-// ?1 id, ?2 token, ?3 now, ?4 attempts increment, ?5 error
+// ?1 id, ?2 token, ?3 now, ?4 attempts increment, ?5 error, ?6 dead_reason
 inline constexpr char kMarkDead[] =
-    "UPDATE outbox SET status = 2, attempts = attempts + ?4, last_error = ?5,"
+    "UPDATE outbox SET status = 2, attempts = attempts + ?4, last_error = ?5, dead_reason = ?6,"
     " lease_owner = NULL, lease_expires_at = NULL, quarantined = 0,"
     " last_attempt_at = ?3, updated_at = ?3"
     " WHERE id = ?1 AND status = 3 AND lease_token = ?2";
@@ -296,7 +400,7 @@ inline constexpr char kCountOwnedBy[] =
 // A crash is counted against a row only when it was alone in flight (?3 = 1).
 // ?1 owner, ?2 now, ?3 alone (0/1), ?4 crash budget
 inline constexpr char kTakeBackToDead[] =
-    "UPDATE outbox SET status = 2, crashes = crashes + 1, lease_owner = NULL,"
+    "UPDATE outbox SET status = 2, crashes = crashes + 1, dead_reason = 'crash', lease_owner = NULL,"
     " lease_expires_at = NULL, quarantined = 0, updated_at = ?2,"
     " last_error = 'crashed the agent ' || (crashes + 1) ||"
     "   ' times while alone in flight (crash budget ' || ?4 || ')'"
@@ -312,11 +416,12 @@ inline constexpr char kTakeBackToPending[] =
   " status = 2 AND ((?2 IS NOT NULL AND id = ?2)"                              \
   " OR (?3 IS NOT NULL AND topic = ?3) OR ?4 = 1)"
 inline constexpr char kRetryDead[] =
-    "UPDATE outbox SET status = 0, attempts = 0, crashes = 0, quarantined = 0,"
+    "UPDATE outbox SET status = 0, attempts = 0, crashes = 0, quarantined = 0, dead_reason = NULL,"
     " next_attempt_at = ?1, updated_at = ?1, operator_retries = operator_retries + 1"
     " WHERE" OUTBOX_DEAD_SELECTOR " RETURNING id";
 inline constexpr char kAudit[] =
-    "INSERT INTO outbox_audit(at, actor, action, row_id, detail) VALUES(?, ?, ?, ?, ?)";
+    "INSERT INTO outbox_audit(at, actor, action, row_id, detail, rows, host)"
+    " VALUES(?, ?, ?, ?, ?, ?, ?)";
 
 // ?1 cutoff, ?2 batch
 inline constexpr char kPeekDelivered[] =

@@ -97,6 +97,12 @@ Row ReadRow(SQLite::Statement& q) {
   row.crashes = q.getColumn(18).getInt();
   row.quarantined = q.getColumn(19).getInt() != 0;
   row.operator_retries = q.getColumn(20).getInt();
+  row.schema_version = OptionalColumn<std::string>(q.getColumn(21));
+  row.ordering_key = OptionalColumn<std::string>(q.getColumn(22));
+  row.deliver_at = OptionalColumn<std::int64_t>(q.getColumn(23));
+  row.expires_at = OptionalColumn<std::int64_t>(q.getColumn(24));
+  row.dead_reason = OptionalColumn<std::string>(q.getColumn(25));
+  row.acked_at = OptionalColumn<std::int64_t>(q.getColumn(26));
   return row;
 }
 
@@ -408,7 +414,7 @@ bool Store::Reschedule(const Lease& lease, bool count_attempt, std::int64_t next
 }
 
 bool Store::MarkDead(const Lease& lease, bool count_attempt, std::string_view error,
-                     std::int64_t now) {
+                     std::string_view dead_reason, std::int64_t now) {
   return Wrap("mark dead", [&] {
     StatementUse q(impl_->Prepare(sql::kMarkDead));
     q->bind(1, lease.id);
@@ -416,6 +422,7 @@ bool Store::MarkDead(const Lease& lease, bool count_attempt, std::string_view er
     q->bind(3, now);
     q->bind(4, count_attempt ? 1 : 0);
     q->bind(5, std::string(error));
+    q->bind(6, std::string(dead_reason));
     return q->exec() == 1;
   });
 }
@@ -515,6 +522,8 @@ int Store::RetryDead(const DeadSelector& selector, std::string_view actor, std::
         audit->bind(3, "retry");
         audit->bind(4, id);
         audit->bind(5);
+        audit->bind(6, 1);
+        audit->bind(7);
         audit->exec();
         audit->reset();
       }

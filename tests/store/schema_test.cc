@@ -153,12 +153,35 @@ TEST(OutboxSchema, NewerSchemaIsRefused) {
   }
 }
 
+// The file as schema version 3 left it: none of migration 4's columns,
+// tables, indexes and triggers (the check trigger goes too; migration 4
+// puts its own back).
+void DowngradeToVersion3(Store& store) {
+  store.connection().exec(
+      "DROP TRIGGER outbox_check_insert;"
+      "DROP TRIGGER outbox_schedule;"
+      "DROP INDEX outbox_ordering;"
+      "DROP INDEX outbox_expiry;"
+      "DROP TABLE outbox_runtime;"
+      "DROP TABLE outbox_topic_modes;"
+      "ALTER TABLE outbox DROP COLUMN schema_version;"
+      "ALTER TABLE outbox DROP COLUMN ordering_key;"
+      "ALTER TABLE outbox DROP COLUMN deliver_at;"
+      "ALTER TABLE outbox DROP COLUMN expires_at;"
+      "ALTER TABLE outbox DROP COLUMN dead_reason;"
+      "ALTER TABLE outbox DROP COLUMN acked_at;"
+      "ALTER TABLE outbox_audit DROP COLUMN rows;"
+      "ALTER TABLE outbox_audit DROP COLUMN host;"
+      "UPDATE outbox_meta SET value = 3 WHERE key = 'schema_version';");
+}
+
 TEST(OutboxSchema, VersionOneFileIsMigratedOnOpenAndKeepsItsRows) {
   TempDir dir;
   const std::string path = dir.File("app.db");
   {
     // A file as schema 1 left it: outbox_retention over every row.
     Store store(CreateAt(path));
+    DowngradeToVersion3(store);
     store.connection().exec(
         "DROP INDEX outbox_retention;"
         "CREATE INDEX outbox_retention ON outbox(status, updated_at);"
@@ -185,6 +208,7 @@ TEST(OutboxSchema, VersionOneFileIsMigratedOnOpenAndKeepsItsRows) {
 
 // The file as schema version 2 left it: no boot-clock lease columns.
 void DowngradeToVersion2(Store& store) {
+  DowngradeToVersion3(store);
   store.connection().exec(
       "ALTER TABLE outbox DROP COLUMN lease_boot_id;"
       "ALTER TABLE outbox DROP COLUMN lease_boot_until;"
@@ -247,6 +271,30 @@ TEST(OutboxSchema, AMigrationStoppedHalfwayLeavesTheFileAtItsVersion) {
                            " WHERE name = 'lease_boot_id'");
   ASSERT_TRUE(column.executeStep());
   EXPECT_EQ(column.getColumn(0).getInt(), 0);  // the first ADD COLUMN was undone
+}
+
+TEST(OutboxSchema, VersionThreeFileGetsTheMessageAttributesAndKeepsItsRows) {
+  TempDir dir;
+  const std::string path = dir.File("app.db");
+  {
+    Store store(CreateAt(path));
+    DowngradeToVersion3(store);
+    store.connection().exec(
+        "INSERT INTO outbox(topic, msg_key, payload, status) VALUES('t', 'old', 'p', 2)");
+  }
+  Options plain;
+  plain.path = path;
+  Store store(plain);
+  EXPECT_EQ(SchemaVersionOf(path), kSchemaVersion);
+  const std::vector<Row> rows = store.List({});
+  ASSERT_EQ(rows.size(), 1u);
+  EXPECT_EQ(rows[0].status, Status::kDead);
+  EXPECT_FALSE(rows[0].dead_reason);  // dead before reasons were recorded
+  EXPECT_FALSE(rows[0].ordering_key);
+  // The new checks hold for plain SQL at once.
+  EXPECT_THROW(store.connection().exec("INSERT INTO outbox(topic, msg_key, payload, "
+                                       "schema_version) VALUES('t', 'k', 'p', 'v 2')"),
+               SQLite::Exception);
 }
 
 TEST(OutboxSchema, ApplicationUserVersionSurvivesInit) {

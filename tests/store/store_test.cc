@@ -146,7 +146,7 @@ TEST_F(StoreTest, StaleWorkerChangesNothingAfterRecycleAndReclaim) {
   EXPECT_NE(fresh->lease.token, stale.token);
   EXPECT_FALSE(store_.Complete(stale, kNow + kLease + 3));
   EXPECT_FALSE(store_.Reschedule(stale, true, kNow, "late", kNow + kLease + 3));
-  EXPECT_FALSE(store_.MarkDead(stale, true, "late", kNow + kLease + 3));
+  EXPECT_FALSE(store_.MarkDead(stale, true, "late", "permanent", kNow + kLease + 3));
   EXPECT_FALSE(store_.Revert(stale, kNow + kLease + 3));
   const Row row = Get(id);
   EXPECT_EQ(row.status, Status::kInFlight);
@@ -174,14 +174,14 @@ TEST_F(StoreTest, RescheduleCountsAnAttemptOnlyWhenAsked) {
 TEST_F(StoreTest, RescheduleAndDeadNeedAnInFlightRow) {
   const auto id = Insert("t", "a");
   EXPECT_FALSE(store_.Reschedule({id, 0}, true, kNow, "x", kNow));
-  EXPECT_FALSE(store_.MarkDead({id, 0}, true, "x", kNow));
+  EXPECT_FALSE(store_.MarkDead({id, 0}, true, "x", "permanent", kNow));
   EXPECT_FALSE(store_.Revert({id, 0}, kNow));
   EXPECT_EQ(Get(id).status, Status::kPending);
 }
 
 TEST_F(StoreTest, MarkDeadRecordsTheError) {
   const auto id = Insert("t", "a");
-  EXPECT_TRUE(store_.MarkDead(Claim(id), true, "HTTP 422: bad order", kNow));
+  EXPECT_TRUE(store_.MarkDead(Claim(id), true, "HTTP 422: bad order", "permanent", kNow));
   const Row row = Get(id);
   EXPECT_EQ(row.status, Status::kDead);
   EXPECT_EQ(row.attempts, 1);
@@ -325,13 +325,13 @@ TEST_F(StoreTest, LeaseOwnersListsEachOwnerOnce) {
 
 TEST_F(StoreTest, OperatorRetryTouchesOnlyDeadRowsAndResetsTheBudget) {
   const auto dead = Insert("t", "dead");
-  store_.MarkDead(Claim(dead), true, "boom", kNow);
+  store_.MarkDead(Claim(dead), true, "boom", "permanent", kNow);
   store_.connection().exec("UPDATE outbox SET attempts = 8 WHERE id = " + std::to_string(dead));
   const auto pending = Insert("t", "pending");
   const auto delivered = Insert("t", "delivered");
   store_.Complete(Claim(delivered), kNow);
   const auto other_dead = Insert("u", "dead");
-  store_.MarkDead(Claim(other_dead), true, "boom", kNow);
+  store_.MarkDead(Claim(other_dead), true, "boom", "permanent", kNow);
 
   DeadSelector by_topic;
   by_topic.topic = "t";
@@ -376,7 +376,7 @@ TEST_F(StoreTest, PurgeDeliveredKeepsEverythingElse) {
   const auto in_flight = Insert("t", "in-flight");
   Claim(in_flight);
   const auto dead = Insert("t", "dead");
-  store_.MarkDead(Claim(dead), true, "x", kNow - 50'000);
+  store_.MarkDead(Claim(dead), true, "x", "permanent", kNow - 50'000);
 
   EXPECT_EQ(store_.PeekDelivered(kNow - 1, 10).size(), 1u);
   EXPECT_EQ(store_.PurgeDelivered(kNow - 1, 10), 1);
@@ -419,9 +419,9 @@ TEST_F(StoreTest, PurgeRunsInBoundedBatches) {
 
 TEST_F(StoreTest, PurgeDeadTouchesOnlySelectedDeadRows) {
   const auto dead_a = Insert("a", "1");
-  store_.MarkDead(Claim(dead_a), true, "x", kNow);
+  store_.MarkDead(Claim(dead_a), true, "x", "permanent", kNow);
   const auto dead_b = Insert("b", "1");
-  store_.MarkDead(Claim(dead_b), true, "x", kNow);
+  store_.MarkDead(Claim(dead_b), true, "x", "permanent", kNow);
   const auto delivered = Insert("a", "2");
   store_.Complete(Claim(delivered), kNow);
   const auto pending = Insert("a", "3");
@@ -441,7 +441,7 @@ TEST_F(StoreTest, PurgeDeadTouchesOnlySelectedDeadRows) {
 TEST_F(StoreTest, StatsCountPerTopicAndStatus) {
   Insert("a", "1", kNow, kNow - 5000);
   Insert("a", "2", kNow, kNow - 1000);
-  store_.MarkDead(Claim(Insert("a", "3")), true, "x", kNow);
+  store_.MarkDead(Claim(Insert("a", "3")), true, "x", "permanent", kNow);
   store_.Complete(Claim(Insert("b", "1")), kNow);
   const Stats stats = store_.GetStats();
   ASSERT_EQ(stats.counts.size(), 3u);
@@ -462,7 +462,7 @@ TEST_F(StoreTest, UndeliveredCounterFollowsEveryTransition) {
   EXPECT_EQ(store_.GetStats().undelivered, 2);
   store_.Complete(Claim(a), kNow);
   EXPECT_EQ(store_.GetStats().undelivered, 1);
-  store_.MarkDead(Claim(b), true, "x", kNow);
+  store_.MarkDead(Claim(b), true, "x", "permanent", kNow);
   EXPECT_EQ(store_.GetStats().undelivered, 1);
   DeadSelector all;
   all.all = true;
@@ -482,7 +482,7 @@ TEST_F(StoreTest, PendingTopicsListsEachTopicWithPendingRows) {
 TEST_F(StoreTest, ListFiltersByStatusAndTopic) {
   Insert("a", "1");
   const auto dead = Insert("a", "2");
-  store_.MarkDead(Claim(dead), true, "x", kNow);
+  store_.MarkDead(Claim(dead), true, "x", "permanent", kNow);
   Insert("b", "1");
   ListFilter filter;
   filter.status = Status::kDead;

@@ -41,9 +41,26 @@ class RawTransaction;  // the store's transaction guard (internal)
 }
 
 // Bump with every migration in store/src/schema.cc.
-inline constexpr int kSchemaVersion = 3;
+inline constexpr int kSchemaVersion = 4;
 // Keys longer than this are rejected (they end up in HTTP headers and logs).
 inline constexpr std::size_t kMaxKeyBytes = 255;
+// A message's schema_version is at most this long.
+inline constexpr std::size_t kMaxSchemaVersionBytes = 64;
+// A message is scheduled at most this far ahead (366 days, in ms).
+inline constexpr std::int64_t kMaxScheduleAheadMs = 31'622'400'000;
+
+// Why a dead row is dead (the dead_reason column): a permanent failure, the
+// attempts or the age budget spent, expired, cancelled by an operator, the
+// crash budget spent, or its completion hook kept failing.
+namespace dead_reason {
+inline constexpr char kPermanent[] = "permanent";
+inline constexpr char kAttempts[] = "attempts";
+inline constexpr char kAge[] = "age";
+inline constexpr char kExpired[] = "expired";
+inline constexpr char kCancelled[] = "cancelled";
+inline constexpr char kCrash[] = "crash";
+inline constexpr char kHook[] = "hook";
+}  // namespace dead_reason
 
 enum class Status : int { kPending = 0, kDelivered = 1, kDead = 2, kInFlight = 3 };
 
@@ -167,6 +184,16 @@ struct NewMessage {
   // Optional JSON object of string values (extra HTTP headers); "" = none.
   std::string headers_json;
   RetryOverride retry;  // per-row policy; empty = the topic's defaults
+  // Version of the payload's schema: 1..kMaxSchemaVersionBytes token
+  // characters (letters, digits, !#$%&'*+-.^_`|~), sent as Schema-Version.
+  std::optional<std::string> schema_version = std::nullopt;
+  // With a topic's ordering, messages of one ordering key go in commit
+  // order; 1..kMaxKeyBytes bytes. Unrelated to `key` (deduplication).
+  std::optional<std::string> ordering_key = std::nullopt;
+  // Not sent before this time (ms since the epoch); at most a year ahead.
+  std::optional<std::int64_t> deliver_at = std::nullopt;
+  // Not sent after this time (ms since the epoch): then dead, "expired".
+  std::optional<std::int64_t> expires_at = std::nullopt;
 };
 
 struct EnqueueOptions {
@@ -348,6 +375,14 @@ struct Row {
   bool quarantined = false;
   // Times an operator reset it from dead.
   int operator_retries = 0;
+  std::optional<std::string> schema_version;
+  std::optional<std::string> ordering_key;
+  std::optional<std::int64_t> deliver_at;
+  std::optional<std::int64_t> expires_at;
+  // Why a dead row is dead (a dead_reason:: name); nullopt for other rows.
+  std::optional<std::string> dead_reason;
+  // The receiver acknowledged it while its completion is still pending.
+  std::optional<std::int64_t> acked_at;
 };
 
 // Rows of one topic in one status.
@@ -458,10 +493,10 @@ class Store {
   bool Reschedule(const Lease& lease, bool count_attempt,
                   std::int64_t next_attempt_at, std::string_view error,
                   std::int64_t now);
-  // in flight → dead with `error` (permanent failure or budget exhausted);
+  // in flight → dead with `error` and `dead_reason` (a dead_reason:: name);
   // attempts + 1 when `count_attempt`.
   bool MarkDead(const Lease& lease, bool count_attempt, std::string_view error,
-                std::int64_t now);
+                std::string_view dead_reason, std::int64_t now);
   // in flight → pending at once, no attempt counted (pool full, clean stop).
   bool Revert(const Lease& lease, std::int64_t now);
 
