@@ -40,7 +40,18 @@ for figure in enqueue store delivery latency scale sidecar; do
   printf '    (%ss)\n' "$(( $(date +%s) - figure_start ))" >&2
 done
 
-# The sinks: broker publishes beside raw client loops (sink_bench starts its
+# Figure 7: bytes written per message by payload size (a counting VFS shim).
+bytes_bench=$build/tests/bench/bytes_bench
+if [ -x "$bytes_bench" ]; then
+  printf '=== bytes\n' >&2
+  bytes_args=(--messages "$(( 1000 * scale ))")
+  [ -n "${OUTBOX_BENCH_DIR:-}" ] && bytes_args+=(--dir "$OUTBOX_BENCH_DIR")
+  "$bytes_bench" "${bytes_args[@]}" | tee -a "$rows" | sed 's/^@row\t/  /' >&2 || status=1
+else
+  printf '@row\t7 bytes written per message\tnot measured: bytes_bench not built\t-\t-\t-\t-\n' >>"$rows"
+fi
+
+# Figures 8 and 9, the sinks: broker publishes beside raw client loops (sink_bench starts its
 # own nats-server and mosquitto) and gzip's bytes on the wire.
 sink_bench=$build/tests/transport/sink_bench
 compression_bench=$build/tests/transport/compression_bench
@@ -48,7 +59,7 @@ for binary in "$sink_bench" "$compression_bench"; do
   name=$(basename "$binary")
   printf '=== %s\n' "$name" >&2
   if [ ! -x "$binary" ]; then
-    printf '@row\t7 %s\tnot measured: not built\t-\t-\t-\t-\n' "$name" >>"$rows"
+    printf '@row\t8-9 %s\tnot measured: not built\t-\t-\t-\t-\n' "$name" >>"$rows"
     continue
   fi
   figure_start=$(date +%s)

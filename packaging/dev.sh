@@ -251,8 +251,8 @@ cmd_bench() {
     launcher=(-DCMAKE_C_COMPILER_LAUNCHER=ccache -DCMAKE_CXX_COMPILER_LAUNCHER=ccache)
   CC=gcc CXX=g++ cmake -S "$root" -B "$root/build-bench" -G Ninja -DCMAKE_BUILD_TYPE=Release \
     -DCMAKE_COMPILE_WARNING_AS_ERROR=OFF "${launcher[@]}" >/dev/null
-  cmake --build "$root/build-bench" -j "$jobs" --target outbox_bench naive_relay outboxd outboxctl \
-    sink_bench compression_bench
+  cmake --build "$root/build-bench" -j "$jobs" --target outbox_bench naive_relay bytes_bench outboxd \
+    outboxctl sink_bench compression_bench
   stage_done
   stage "benchmarks"
   "$root/packaging/bench.sh" "$root/build-bench"

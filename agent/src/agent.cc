@@ -45,11 +45,11 @@ struct Agent::Impl {
   void StartPools() {
     for (const auto& [name, route] : routes.routes()) {
       Route* r = route.get();
-      r->readers.resize(static_cast<std::size_t>(r->options.workers));
       const int batch_max =
           static_cast<int>(std::max<std::size_t>(1, r->options.endpoint.batch.max_messages));
       r->pool = std::make_unique<WorkerPool>(
-          name, r->options.workers, r->options.queue_capacity, batch_max,
+          name, r->options.workers,
+          WorkerPool::Capacity{r->options.queue_capacity, r->options.queue_bytes}, batch_max,
           [this, r](int index, std::vector<store::Claimed>& batch) { worker.Work(*r, index, batch); },
           [this, r] {
             if (r->backlog.exchange(false)) rt.wakeup.Notify();

@@ -451,6 +451,7 @@ TopicOptions ReadTopic(Section& topic, const Options& options) {
   if (!topic.Read("url", endpoint.url)) Fail(topic.PathOf("url"), "required key is missing");
   topic.ReadInt("workers", result.workers, Limit(limits::kWorkers));
   topic.ReadInt("queue_capacity", result.queue_capacity, Limit(limits::kQueueCapacity));
+  topic.ReadInt("queue_bytes", result.queue_bytes, Limit(limits::kQueueBytes));
   topic.ReadInt("priority", result.priority, Limit(limits::kPriority));
   topic.Read("timeout_ms", endpoint.timeout_ms, kPositive);
   topic.Read("connect_timeout_ms", endpoint.connect_timeout_ms, kPositive);

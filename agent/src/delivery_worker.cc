@@ -28,32 +28,16 @@ bool SafeAlreadyDone(Handler& handler, const Delivery& delivery) {
 
 }  // namespace
 
-store::Store& DeliveryWorker::ReaderFor(Route& route, int index) {
-  auto& reader_slot = route.readers[static_cast<std::size_t>(index)];
-  if (!reader_slot) {
-    store::Options read = rt_.store_options;
-    read.create = false;
-    // A rowid lookup touches three or four pages, and the writer's commits
-    // in between drop this cache before every read anyway.
-    read.cache_kib = 64;
-    reader_slot = std::make_unique<store::Store>(read);
-  }
-  return *reader_slot;
-}
-
-void DeliveryWorker::Work(Route& route, int index, std::vector<store::Claimed>& batch) {
+void DeliveryWorker::Work(Route& route, int /*index*/, std::vector<store::Claimed>& batch) {
   std::vector<Loaded> loaded;
   try {
-    store::Store& reader = ReaderFor(route, index);
-    std::vector<store::Lease> leases;
-    leases.reserve(batch.size());
-    for (const auto& claimed : batch) leases.push_back(claimed.lease);
-    // One read transaction for the whole batch, not one per row.
-    std::vector<std::optional<store::Row>> rows = reader.GetLeased(leases);
-    for (std::size_t i = 0; i < batch.size(); ++i) {
-      std::optional<store::Row>& row = rows[i];
-      if (!row) continue;  // the lease was lost (recycled): someone else sends it
-      Loaded item{batch[i].lease, std::move(*row), {}, {}};
+    loaded.reserve(batch.size());
+    // The claim returned each row as it left it: nothing to read here. A row
+    // that waited in the queue longer than its lease may have been recycled
+    // and claimed again meanwhile; it is then sent twice (at least once) and
+    // this lease's outcome no longer matches the row's token.
+    for (store::Claimed& claimed : batch) {
+      Loaded item{claimed.lease, std::move(claimed.row), {}, {}};
       item.message_id = transport::MessageId(rt_.database_id, item.row.topic, item.row.key);
       try {
         if (item.row.headers_json) item.headers = transport::ParseRowHeaders(*item.row.headers_json);
@@ -68,9 +52,9 @@ void DeliveryWorker::Work(Route& route, int index, std::vector<store::Claimed>& 
     }
     if (!loaded.empty()) Send(route, loaded);
   } catch (const std::exception& e) {
-    // Reading failed (disk, corruption): give the whole batch back. A row
-    // whose outcome was already queued is not touched: the writer applies
-    // in order and the revert's lease no longer matches an in-flight row.
+    // Give the whole batch back. A row whose outcome was already queued is
+    // not touched: the writer applies in order and the revert's lease no
+    // longer matches an in-flight row.
     rt_.log->error("worker: {}: {}", route.name, e.what());
     for (const auto& claimed : batch) rt_.Revert(claimed.lease);
   }
@@ -202,8 +186,8 @@ void DeliveryWorker::FinishDelivered(Route& route, std::span<Loaded> items) {
                                                              static_cast<double>(item.row.created_at)) /
                                                1000.0);
     // One task per row: the writer still commits them together, but when a
-    // group fails (a full disk: each completion rewrites its row, payload
-    // included) it retries them one by one, and a small one still fits.
+    // group fails (a full disk) it retries them one by one, and a small one
+    // still fits.
     const store::Lease lease = item.lease;
     rt_.writer->Submit({[lease, now](store::Store& s) { s.Complete(lease, now); },
                         {},

@@ -11,15 +11,14 @@
 
 namespace outbox::agent {
 
-// Stateless apart from the route's per-worker read connections; Work() runs
-// concurrently on every worker thread of every route.
+// Stateless; Work() runs concurrently on every worker thread of every route.
 class DeliveryWorker {
  public:
   explicit DeliveryWorker(Runtime& runtime) : rt_(runtime) {}
 
-  // A pool's work function: reads the leased rows on worker `index`'s own
-  // connection, sends them and hands the outcomes to the writer. Never
-  // throws: a failed read gives the whole batch back.
+  // A pool's work function: sends the claimed rows (the claim returned
+  // them, payload included) and hands the outcomes to the writer. Never
+  // throws: a failure gives the whole batch back.
   void Work(Route& route, int index, std::vector<store::Claimed>& batch);
 
  private:
@@ -31,7 +30,6 @@ class DeliveryWorker {
     std::string message_id;
   };
 
-  store::Store& ReaderFor(Route& route, int index);
   void Send(Route& route, std::span<Loaded> items);
   // Waits for the route's rate limit to allow `items`; false (rows given
   // back to pending) when the agent stops meanwhile.

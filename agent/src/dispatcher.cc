@@ -5,9 +5,9 @@
 
 namespace outbox::agent {
 
-void Dispatcher::DispatchAll(const std::vector<store::Claimed>& claimed) {
+void Dispatcher::DispatchAll(std::vector<store::Claimed> claimed) {
   std::vector<std::pair<Route*, std::vector<store::Claimed>>> groups;
-  for (const auto& c : claimed) {
+  for (auto& c : claimed) {
     // lease_token counts claims: 1 means the agent sees this row first.
     if (c.lease.token == 1) rt_.metrics->Enqueued(c.topic);
     if (rt_.stopping.load()) {  // before For(): Stop() tears the routes down
@@ -22,7 +22,7 @@ void Dispatcher::DispatchAll(const std::vector<store::Claimed>& claimed) {
     auto group = std::find_if(groups.begin(), groups.end(),
                               [route](const auto& g) { return g.first == route; });
     if (group == groups.end()) group = groups.insert(groups.end(), {route, {}});
-    group->second.push_back(c);
+    group->second.push_back(std::move(c));  // the row, payload included
   }
   for (auto& [route, items] : groups) {
     rt_.sending.fetch_add(static_cast<std::int64_t>(items.size()));
@@ -55,7 +55,7 @@ void Dispatcher::ClaimCommitted(std::vector<store::EnqueuedRow> rows) {
        },
        [this, claimed] {
          std::vector<store::Claimed> ready;
-         for (const auto& c : *claimed) {
+         for (auto& c : *claimed) {
            if (rt_.stopping.load()) {
              rt_.Revert(c.lease);
              continue;
@@ -66,9 +66,9 @@ void Dispatcher::ClaimCommitted(std::vector<store::EnqueuedRow> rows) {
              rt_.Revert(c.lease);
              continue;
            }
-           ready.push_back(c);
+           ready.push_back(std::move(c));
          }
-         DispatchAll(ready);
+         DispatchAll(std::move(ready));
        }});
 }
 

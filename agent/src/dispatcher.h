@@ -20,7 +20,7 @@ class Dispatcher {
   // worker finds a whole batch rather than the fragment queued before it
   // woke up. Rows without a route, or that the pool refuses, or claimed while
   // the agent stops, are reverted.
-  void DispatchAll(const std::vector<store::Claimed>& claimed);
+  void DispatchAll(std::vector<store::Claimed> claimed);
 
   // The eager path: claims these committed rows on the writer and dispatches
   // them after the claim commits; with an open breaker they go back to the

@@ -20,6 +20,7 @@ struct Range {
 
 inline constexpr Range kWorkers{1, 256};
 inline constexpr Range kQueueCapacity{1, 10'000'000};
+inline constexpr Range kQueueBytes{1, 4'294'967'296};
 inline constexpr Range kClaimBatch{1, 10'000};
 inline constexpr Range kCrashBudget{1, 1000};
 inline constexpr Range kFailureThreshold{1, 1'000'000};

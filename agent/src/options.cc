@@ -34,6 +34,7 @@ void Validate(const Options& options) {
     const std::string where = "topics.\"" + name + "\".";
     CheckRange(where + "workers", topic.workers, limits::kWorkers);
     CheckRange(where + "queue_capacity", topic.queue_capacity, limits::kQueueCapacity);
+    CheckRange(where + "queue_bytes", topic.queue_bytes, limits::kQueueBytes);
     CheckRange(where + "priority", topic.priority, limits::kPriority);
     if (!(topic.rate_limit.messages_per_s >= 0) || !(topic.rate_limit.bytes_per_s >= 0)) {
       throw std::invalid_argument(where + "rate_limit: rates must be 0 (no limit) or positive");

@@ -4,10 +4,11 @@
 
 namespace outbox::agent {
 
-WorkerPool::WorkerPool(std::string name, int workers, int capacity, int batch_max, Work work,
+WorkerPool::WorkerPool(std::string name, int workers, Capacity capacity, int batch_max, Work work,
                        std::function<void()> on_room)
     : name_(std::move(name)),
-      capacity_(static_cast<std::size_t>(std::max(1, capacity))),
+      capacity_(static_cast<std::size_t>(std::max(1, capacity.rows))),
+      capacity_bytes_(std::max<std::int64_t>(1, capacity.bytes)),
       batch_max_(static_cast<std::size_t>(std::max(1, batch_max))),
       work_(std::move(work)),
       on_room_(std::move(on_room)) {
@@ -22,14 +23,26 @@ WorkerPool::~WorkerPool() {
   Join();
 }
 
+std::int64_t WorkerPool::BytesOf(const store::Claimed& claimed) {
+  return static_cast<std::int64_t>(claimed.row.payload.size() +
+                                   (claimed.row.headers_json ? claimed.row.headers_json->size() : 0));
+}
+
+bool WorkerPool::HasRoomFor(std::int64_t bytes) const {
+  if (queue_.size() >= capacity_) return false;
+  return queue_.empty() || queued_bytes_ + bytes <= capacity_bytes_;
+}
+
 std::vector<store::Claimed> WorkerPool::TrySubmitAll(std::vector<store::Claimed> claimed) {
   std::size_t taken = 0;
   {
     std::lock_guard lock(mutex_);
-    if (!stopping_) {
-      taken = std::min(claimed.size(), capacity_ - std::min(capacity_, queue_.size()));
-      queue_.insert(queue_.end(), std::make_move_iterator(claimed.begin()),
-                    std::make_move_iterator(claimed.begin() + static_cast<std::ptrdiff_t>(taken)));
+    while (!stopping_ && taken < claimed.size()) {
+      const std::int64_t bytes = BytesOf(claimed[taken]);
+      if (!HasRoomFor(bytes)) break;
+      queued_bytes_ += bytes;
+      queue_.push_back(std::move(claimed[taken]));
+      ++taken;
     }
   }
   if (taken == 1) {
@@ -43,7 +56,7 @@ std::vector<store::Claimed> WorkerPool::TrySubmitAll(std::vector<store::Claimed>
 
 int WorkerPool::FreeSlots() const {
   std::lock_guard lock(mutex_);
-  if (stopping_) return 0;
+  if (stopping_ || (!queue_.empty() && queued_bytes_ >= capacity_bytes_)) return 0;
   return static_cast<int>(capacity_ - std::min(capacity_, queue_.size()));
 }
 
@@ -55,6 +68,7 @@ std::vector<store::Claimed> WorkerPool::StopIntake() {
     unstarted.assign(std::make_move_iterator(queue_.begin()),
                      std::make_move_iterator(queue_.end()));
     queue_.clear();
+    queued_bytes_ = 0;
   }
   ready_.notify_all();
   return unstarted;
@@ -82,6 +96,7 @@ void WorkerPool::Loop(int index) {
       batch.assign(std::make_move_iterator(queue_.begin()),
                    std::make_move_iterator(queue_.begin() + static_cast<std::ptrdiff_t>(n)));
       queue_.erase(queue_.begin(), queue_.begin() + static_cast<std::ptrdiff_t>(n));
+      for (const store::Claimed& claimed : batch) queued_bytes_ -= BytesOf(claimed);
       ++running_;
     }
     work_(index, batch);  // catches everything itself: no exception crosses a thread
@@ -89,7 +104,7 @@ void WorkerPool::Loop(int index) {
     {
       std::lock_guard lock(mutex_);
       --running_;
-      room = !stopping_ && queue_.size() <= capacity_ / 2;
+      room = !stopping_ && queue_.size() <= capacity_ / 2 && queued_bytes_ <= capacity_bytes_ / 2;
     }
     idle_.notify_all();
     if (room && on_room_) on_room_();

@@ -14,18 +14,25 @@
 
 namespace outbox::agent {
 
-// Holds claimed leases (ids, not payloads: workers read a row just before
-// sending it) in a bounded queue. TrySubmitAll never blocks: a full pool says
+// Holds claimed rows (payloads included: the claim returned them) in a queue
+// bounded in rows and in bytes. TrySubmitAll never blocks: a full pool says
 // no and the caller reverts the claim. Thread-safe; owns and joins its
 // threads.
 class WorkerPool {
  public:
+  struct Capacity {
+    int rows = 1000;
+    // Payload and headers bytes queued; a row larger than this is still
+    // taken when the queue is empty, so that it can be sent at all.
+    std::int64_t bytes = 4 * 1024 * 1024;
+  };
+
   // Runs on worker `index` with up to `batch_max` leases taken together.
   using Work = std::function<void(int index, std::vector<store::Claimed>& batch)>;
 
   // `on_room` runs (on a worker thread, without locks) when the queue has
   // drained to half its capacity, so the sweeper can claim more.
-  WorkerPool(std::string name, int workers, int capacity, int batch_max, Work work,
+  WorkerPool(std::string name, int workers, Capacity capacity, int batch_max, Work work,
              std::function<void()> on_room);
   ~WorkerPool();
   WorkerPool(const WorkerPool&) = delete;
@@ -36,7 +43,7 @@ class WorkerPool {
   // as one request instead of a fragment per wake-up). Returns the leases
   // that did not fit, in order.
   std::vector<store::Claimed> TrySubmitAll(std::vector<store::Claimed> claimed);
-  // Queue slots free now.
+  // Rows that may be queued now: 0 while the byte bound is reached.
   int FreeSlots() const;
 
   // Refuses further submissions and returns the queued leases nobody started.
@@ -50,9 +57,13 @@ class WorkerPool {
 
  private:
   void Loop(int index);
+  // Under mutex_.
+  bool HasRoomFor(std::int64_t bytes) const;
+  static std::int64_t BytesOf(const store::Claimed& claimed);
 
   const std::string name_;
   const std::size_t capacity_;
+  const std::int64_t capacity_bytes_;
   const std::size_t batch_max_;
   const Work work_;
   const std::function<void()> on_room_;
@@ -61,6 +72,7 @@ class WorkerPool {
   std::condition_variable ready_;     // work arrived or stopping
   std::condition_variable idle_;      // a worker finished
   std::deque<store::Claimed> queue_;  // guarded by mutex_
+  std::int64_t queued_bytes_ = 0;     // guarded by mutex_
   int running_ = 0;                   // guarded by mutex_
   bool stopping_ = false;             // guarded by mutex_
   std::vector<std::thread> threads_;  // joined by Join()

@@ -29,8 +29,6 @@ struct Route {
   std::unique_ptr<WorkerPool> pool;
   // The topic's rate limit, shared process-wide; null = none.
   std::shared_ptr<TokenBucket> bucket;
-  // One read connection per worker, opened by and used only on that worker.
-  std::vector<std::unique_ptr<store::Store>> readers;
   // The pool refused rows: wake the sweeper when it has room again.
   std::atomic<bool> backlog{false};
 };

@@ -133,15 +133,16 @@ std::vector<store::Claimed> Sweeper::ClaimDue(const std::string& topic, int& wan
               std::min(rt_.options.claim_batch, want - static_cast<int>(claimed.size()));
           std::vector<store::Claimed> more =
               s.ClaimDue(topic, rt_.owner, rt_.LeaseUntil(now), now, limit);
-          claimed.insert(claimed.end(), more.begin(), more.end());
+          claimed.insert(claimed.end(), std::make_move_iterator(more.begin()),
+                         std::make_move_iterator(more.end()));
           if (static_cast<int>(more.size()) < limit) break;
         }
       });
       return claimed;
     } catch (const store::StoreError& e) {
-      // A claim rewrites each row, payload included, into the WAL: on a
-      // nearly full disk a smaller transaction may still fit, and
-      // delivering is what frees the space.
+      // A claim writes each row's page into the WAL (the state only; the
+      // payload lives in outbox_payload): on a nearly full disk a smaller
+      // transaction may still fit, and delivering is what frees the space.
       if (!e.full() || want == 1) throw;
       want = std::max(1, want / 4);
     }
@@ -185,11 +186,12 @@ void Sweeper::PumpPass() {
           permit == Breaker::Permit::kProbe
               ? 1
               : std::min(free, std::max(rt_.options.claim_batch, kClaimRowsPerTransaction));
-      const std::vector<store::Claimed> claimed = ClaimDue(topic, want, now);
+      std::vector<store::Claimed> claimed = ClaimDue(topic, want, now);
       if (claimed.empty() && permit == Breaker::Permit::kProbe) route->breaker->CancelProbe();
-      dispatcher_.DispatchAll(claimed);
+      const bool all_claimed = static_cast<int>(claimed.size()) >= want;
+      dispatcher_.DispatchAll(std::move(claimed));
       if (permit == Breaker::Permit::kProbe) hold();
-      if (permit == Breaker::Permit::kProbe || static_cast<int>(claimed.size()) < want) break;
+      if (permit == Breaker::Permit::kProbe || !all_claimed) break;
     }
   }
 }
@@ -214,7 +216,8 @@ bool Sweeper::ProbationStep() {
       claimed = s.ClaimDue(topic, rt_.owner, rt_.LeaseUntil(now), now, 1, /*quarantined_only=*/true);
     });
     if (!claimed.empty()) {
-      dispatcher_.DispatchAll({claimed.front()});
+      claimed.resize(1);
+      dispatcher_.DispatchAll(std::move(claimed));
       return true;
     }
   }

@@ -5,6 +5,8 @@
 #include <SQLiteCpp/Exception.h>
 #include <SQLiteCpp/Statement.h>
 
+#include <cstdint>
+#include <functional>
 #include <string>
 #include <utility>
 
@@ -51,8 +53,15 @@ struct SchemaState {
   std::string database_id;  // empty if none
 };
 SchemaState ReadSchema(SQLite::Database& db);
+// Told (rows done, rows in all) while a migration moves many rows.
+using MigrationProgress = std::function<void(std::int64_t done, std::int64_t total)>;
 // Creates or migrates to kSchemaVersion inside one BEGIN IMMEDIATE.
 // Throws NotAnOutboxError for a newer schema.
-SchemaState EnsureSchema(SQLite::Database& db, bool fresh_file);
+SchemaState EnsureSchema(SQLite::Database& db, bool fresh_file,
+                         const MigrationProgress& progress = {});
+// Copies the file, as it is now, to `path`.bak-schema`version` (through a
+// temporary name, so that a kill leaves no half copy under that name).
+// Outside any transaction. Throws StoreError.
+void BackUpBeforeMigration(SQLite::Database& db, const std::string& path, int version);
 
 }  // namespace outbox::store::internal

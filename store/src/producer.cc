@@ -60,9 +60,8 @@ void BindOptionalText(sqlite3_stmt* q, int index, const std::optional<std::strin
 
 // Turns a trigger's "outbox: <field>: <reason>" into the error a caller of
 // the API expects.
-[[noreturn]] void ThrowInsertError(sqlite3* db, const NewMessage& message) {
-  const int code = sqlite3_extended_errcode(db);
-  const std::string text = sqlite3_errmsg(db);
+[[noreturn]] void ThrowInsertError(const NewMessage& message, int code,
+                                   const std::string& text) {
   constexpr std::string_view kPrefix = "outbox: ";
   if (text.rfind(kPrefix, 0) == 0) {
     const std::string reason = text.substr(kPrefix.size());
@@ -80,7 +79,11 @@ void BindOptionalText(sqlite3_stmt* q, int index, const std::optional<std::strin
                              message.key + "' already exists",
                          code);
   }
-  ThrowSqlite(db, "enqueue");
+  c_api::ThrowCode("enqueue", code, text);
+}
+
+[[noreturn]] void ThrowInsertError(sqlite3* db, const NewMessage& message) {
+  ThrowInsertError(message, sqlite3_extended_errcode(db), sqlite3_errmsg(db));
 }
 
 
@@ -175,28 +178,18 @@ void ValidateMessage(const NewMessage& message) {
 
 struct Producer::Impl {
   sqlite3* db = nullptr;
+  // With outbox_payload (schema 5 on): insert_state, insert_payload and
+  // undo_state. Before it: insert, the payload inline.
   StatementPtr insert;
+  StatementPtr insert_state;
+  StatementPtr insert_payload;
+  StatementPtr undo_state;
   StatementPtr find;
 
-  EnqueueResult Insert(const NewMessage& message, bool idempotent) {
-    if (idempotent) {
-      Use use(find.get());
-      BindText(find.get(), 1, message.topic);
-      BindText(find.get(), 2, message.key);
-      const int rc = sqlite3_step(find.get());
-      if (rc == SQLITE_ROW) return {sqlite3_column_int64(find.get(), 0), false};
-      if (rc != SQLITE_DONE) ThrowSqlite(db, "enqueue: look up key");
-    }
-    sqlite3_stmt* q = insert.get();
-    Use use(q);
+  // Every parameter of kInsert and kInsertState but the payload's (?3, ?4).
+  static void BindState(sqlite3_stmt* q, const NewMessage& message) {
     BindText(q, 1, message.topic);
     BindText(q, 2, message.key);
-    sqlite3_bind_blob64(q, 3, message.payload.data(), message.payload.size(), SQLITE_STATIC);
-    if (message.headers_json.empty()) {
-      sqlite3_bind_null(q, 4);
-    } else {
-      BindText(q, 4, message.headers_json);
-    }
     BindOptional(q, 5, message.retry.max_attempts);
     if (message.retry.backoff) {
       BindText(q, 6, BackoffName(*message.retry.backoff));
@@ -208,6 +201,63 @@ struct Producer::Impl {
     BindOptionalText(q, 9, message.ordering_key);
     BindOptional(q, 10, message.deliver_at);
     BindOptional(q, 11, message.expires_at);
+  }
+
+  static void BindPayload(sqlite3_stmt* q, int first, const NewMessage& message) {
+    sqlite3_bind_blob64(q, first, message.payload.data(), message.payload.size(),
+                        SQLITE_STATIC);
+    if (message.headers_json.empty()) {
+      sqlite3_bind_null(q, first + 1);
+    } else {
+      BindText(q, first + 1, message.headers_json);
+    }
+  }
+
+  // Two rows, one payload write: the state row in outbox, then the payload
+  // under its id. The payload's checks run on the second insert; if they
+  // refuse it, the first is deleted again so that the caller's transaction
+  // is as it was.
+  EnqueueResult InsertSplit(const NewMessage& message) {
+    std::int64_t id = 0;
+    {
+      sqlite3_stmt* q = insert_state.get();
+      Use use(q);
+      BindState(q, message);
+      if (sqlite3_step(q) != SQLITE_DONE) ThrowInsertError(db, message);
+      id = sqlite3_last_insert_rowid(db);
+    }
+    sqlite3_stmt* q = insert_payload.get();
+    Use use(q);
+    sqlite3_bind_int64(q, 1, id);
+    BindPayload(q, 2, message);
+    if (sqlite3_step(q) == SQLITE_DONE) return {id, true};
+    const int code = sqlite3_extended_errcode(db);
+    const std::string text = sqlite3_errmsg(db);
+    sqlite3_reset(q);
+    sqlite3_stmt* undo = undo_state.get();
+    Use use_undo(undo);
+    sqlite3_bind_int64(undo, 1, id);
+    if (sqlite3_step(undo) != SQLITE_DONE) {
+      ThrowSqlite(db, "enqueue: undo the state row after the payload was refused (" + text +
+                          "); roll the transaction back");
+    }
+    ThrowInsertError(message, code, text);
+  }
+
+  EnqueueResult Insert(const NewMessage& message, bool idempotent) {
+    if (idempotent) {
+      Use use(find.get());
+      BindText(find.get(), 1, message.topic);
+      BindText(find.get(), 2, message.key);
+      const int rc = sqlite3_step(find.get());
+      if (rc == SQLITE_ROW) return {sqlite3_column_int64(find.get(), 0), false};
+      if (rc != SQLITE_DONE) ThrowSqlite(db, "enqueue: look up key");
+    }
+    if (insert_state) return InsertSplit(message);
+    sqlite3_stmt* q = insert.get();
+    Use use(q);
+    BindState(q, message);
+    BindPayload(q, 3, message);
     if (sqlite3_step(q) != SQLITE_DONE) ThrowInsertError(db, message);
     return {sqlite3_last_insert_rowid(db), true};
   }
@@ -216,8 +266,18 @@ struct Producer::Impl {
 Producer::Producer(sqlite3* connection) : impl_(std::make_unique<Impl>()) {
   if (connection == nullptr) throw std::invalid_argument("connection: must not be null");
   impl_->db = connection;
-  impl_->insert = Prepare(connection, sql::kInsert);
   impl_->find = Prepare(connection, sql::kFindByKey);
+  // A file the agent has not migrated yet has no outbox_payload: write the
+  // old way, and the migration moves the payload later.
+  StatementPtr has_payload_table = Prepare(connection, sql::kHasPayloadTable);
+  if (sqlite3_step(has_payload_table.get()) == SQLITE_ROW &&
+      sqlite3_column_int(has_payload_table.get(), 0) != 0) {
+    impl_->insert_state = Prepare(connection, sql::kInsertState);
+    impl_->insert_payload = Prepare(connection, sql::kInsertPayload);
+    impl_->undo_state = Prepare(connection, sql::kDeleteInserted);
+  } else {
+    impl_->insert = Prepare(connection, sql::kInsert);
+  }
   // A schema newer than this build may have changed what a row means.
   StatementPtr version = Prepare(connection, sql::kGetMeta);
   BindText(version.get(), 1, "schema_version");

@@ -3,8 +3,15 @@
 // The file belongs to the application: we never touch PRAGMA user_version
 // and keep our version in our own table, outbox_meta.
 #include <SQLiteCpp/Transaction.h>
+#include <fcntl.h>
+#include <unistd.h>
 
+#include <algorithm>
 #include <array>
+#include <cerrno>
+#include <cstdint>
+#include <cstring>
+#include <filesystem>
 #include <string>
 
 #include "internal.h"
@@ -13,9 +20,56 @@
 namespace outbox::store::internal {
 namespace {
 
+// Rows moved per statement by MovePayloads: one progress line each.
+constexpr std::int64_t kMoveBatch = 20'000;
+// Below this many rows a migration is quick and says nothing.
+constexpr std::int64_t kProgressRows = 100'000;
+
+// Moves every payload and headers value into outbox_payload, in id ranges
+// so that a large file can report progress, all inside the caller's
+// transaction (a kill undoes the lot; the next open starts again).
+void MovePayloads(SQLite::Database& db, const MigrationProgress& progress) {
+  std::int64_t first = 0;
+  std::int64_t last = 0;
+  std::int64_t rows = 0;
+  {
+    SQLite::Statement q(db, sql::kOutboxIdRange);
+    q.executeStep();
+    // Ids may have gaps, or be negative (another application's): walk the range.
+    first = q.getColumn(0).getInt64() - 1;
+    last = q.getColumn(1).getInt64();
+    rows = q.getColumn(2).getInt64();
+  }
+  const bool report = progress && rows >= kProgressRows;
+  SQLite::Statement copy(db, sql::kMovePayloadsCopy);
+  SQLite::Statement clear(db, sql::kMovePayloadsClear);
+  for (std::int64_t from = first; from < last;) {
+    const std::int64_t to = from > last - kMoveBatch ? last : from + kMoveBatch;
+    for (SQLite::Statement* q : {&copy, &clear}) {
+      q->bind(1, from);
+      q->bind(2, to);
+      q->exec();
+      q->reset();
+    }
+    from = to;
+    if (report) progress(from - first, last - first);
+  }
+}
+
+using Step = void (*)(SQLite::Database&, const MigrationProgress&);
+
 // Index i holds the step from version i to i + 1.
-constexpr std::array<const char*, kSchemaVersion> kMigrations = {
-    sql::kMigration1, sql::kMigration2, sql::kMigration3, sql::kMigration4};
+constexpr std::array<Step, kSchemaVersion> kMigrations = {
+    [](SQLite::Database& db, const MigrationProgress&) { db.exec(sql::kMigration1); },
+    [](SQLite::Database& db, const MigrationProgress&) { db.exec(sql::kMigration2); },
+    [](SQLite::Database& db, const MigrationProgress&) { db.exec(sql::kMigration3); },
+    [](SQLite::Database& db, const MigrationProgress&) { db.exec(sql::kMigration4); },
+    [](SQLite::Database& db, const MigrationProgress& progress) {
+      db.exec(sql::kMigration5Table);
+      MovePayloads(db, progress);
+      db.exec(sql::kMigration5Triggers);
+    },
+};
 
 int ParseVersion(const SQLite::Column& column) {
   if (column.isNull()) return 0;
@@ -38,7 +92,8 @@ SchemaState ReadSchema(SQLite::Database& db) {
   return state;
 }
 
-SchemaState EnsureSchema(SQLite::Database& db, bool fresh_file) {
+SchemaState EnsureSchema(SQLite::Database& db, bool fresh_file,
+                         const MigrationProgress& progress) {
   if (fresh_file) {
     // Only a file we create gets incremental vacuum: switching an existing
     // file would need the full VACUUM we promise never to run.
@@ -67,7 +122,7 @@ SchemaState EnsureSchema(SQLite::Database& db, bool fresh_file) {
                            0);
   }
   for (int v = state.version; v < kSchemaVersion; ++v) {
-    db.exec(kMigrations[static_cast<std::size_t>(v)]);
+    kMigrations[static_cast<std::size_t>(v)](db, progress);
   }
   if (state.version != kSchemaVersion) {
     SQLite::Statement put(db, sql::kPutMeta);
@@ -79,6 +134,42 @@ SchemaState EnsureSchema(SQLite::Database& db, bool fresh_file) {
   }
   txn.commit();
   return ReadSchema(db);
+}
+
+void BackUpBeforeMigration(SQLite::Database& db, const std::string& path, int version) {
+  const std::string target = path + ".bak-schema" + std::to_string(version);
+  // Per process: two agents opening the file at once must not write one copy.
+  const std::string temporary = target + ".tmp-" + std::to_string(::getpid());
+  std::error_code ignored;
+  std::filesystem::remove(temporary, ignored);
+  {
+    // A consistent snapshot, the -wal file's commits included.
+    SQLite::Statement q(db, "VACUUM INTO ?");
+    q.bind(1, temporary);
+    q.exec();
+  }
+  const auto fail = [&](const std::string& what) {
+    std::filesystem::remove(temporary, ignored);
+    throw StoreError(path + ": backup before the schema migration: " + what +
+                         " (free space, or turn the backup off with Options::backup_before_migration)",
+                     0);
+  };
+  const int fd = ::open(temporary.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0 || ::fsync(fd) != 0) {
+    if (fd >= 0) ::close(fd);
+    fail("cannot sync " + temporary + ": " + std::strerror(errno));
+  }
+  ::close(fd);
+  std::error_code error;
+  std::filesystem::rename(temporary, target, error);
+  if (error) fail("cannot rename " + temporary + " to " + target + ": " + error.message());
+  // The rename is durable with its directory.
+  const std::filesystem::path parent = std::filesystem::path(target).parent_path();
+  const int dir = ::open(parent.empty() ? "." : parent.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (dir >= 0) {
+    ::fsync(dir);
+    ::close(dir);
+  }
 }
 
 }  // namespace outbox::store::internal

@@ -265,17 +265,163 @@ BEGIN
 END;
 )sql";
 
+// Migration 5: a message's payload is written once. The application keeps
+// inserting into `outbox` (plain SQL included: INSERT OR IGNORE, ON CONFLICT
+// DO NOTHING, last_insert_rowid() and RETURNING id all still name the outbox
+// row), but the payload and headers live in outbox_payload, keyed by the same
+// id. `outbox` then holds state only: a claim or a completion rewrites a
+// small record, never the payload and its overflow pages again.
+//
+// Plain-SQL inserts are moved by the AFTER INSERT trigger outbox_move_payload
+// in the inserting statement's own transaction; the library's Producer writes
+// both tables itself and leaves the trigger nothing to do. The payload and
+// headers checks move to outbox_payload's own BEFORE INSERT trigger, so they
+// run once on either path. Reading the payload goes through the view
+// outbox_message (outbox.payload reads as an empty blob). A later migration
+// that adds a column to outbox recreates the view.
+//
+// Three steps in the migration's one transaction: the table, then the rows
+// (MovePayloads in schema.cc, in batches for progress), then the triggers and
+// the view (created after the move so that rows written long ago by other
+// applications are not judged again by today's checks).
+inline constexpr char kMigration5Table[] = R"sql(
+CREATE TABLE outbox_payload(
+  id      INTEGER PRIMARY KEY,
+  payload BLOB NOT NULL,
+  headers TEXT
+);
+)sql";
+
+// ?1 first id (exclusive), ?2 last id (inclusive)
+inline constexpr char kMovePayloadsCopy[] =
+    "INSERT OR REPLACE INTO outbox_payload(id, payload, headers)"
+    " SELECT id, payload, headers FROM outbox"
+    " WHERE id > ?1 AND id <= ?2 AND (length(payload) > 0 OR headers IS NOT NULL)";
+inline constexpr char kMovePayloadsClear[] =
+    "UPDATE outbox SET payload = X'', headers = NULL"
+    " WHERE id > ?1 AND id <= ?2 AND (length(payload) > 0 OR headers IS NOT NULL)";
+inline constexpr char kOutboxIdRange[] =
+    "SELECT coalesce(min(id), 0), coalesce(max(id), 0), count(*) FROM outbox";
+
+inline constexpr char kMigration5Triggers[] = R"sql(
+DROP TRIGGER outbox_check_insert;
+CREATE TRIGGER outbox_check_insert BEFORE INSERT ON outbox
+BEGIN
+  SELECT RAISE(ABORT, 'outbox: topic: must be a non-empty string')
+   WHERE typeof(NEW.topic) <> 'text' OR length(NEW.topic) = 0;
+  SELECT RAISE(ABORT, 'outbox: msg_key: must be a non-empty string of at most 255 bytes')
+   WHERE typeof(NEW.msg_key) <> 'text' OR length(NEW.msg_key) = 0
+      OR length(CAST(NEW.msg_key AS BLOB)) > 255;
+  SELECT RAISE(ABORT, 'outbox: schema_version: must be 1 to 64 token characters (letters, digits, !#$%&''*+-.^_`|~)')
+   WHERE NEW.schema_version IS NOT NULL
+     AND (typeof(NEW.schema_version) <> 'text'
+          OR length(CAST(NEW.schema_version AS BLOB)) NOT BETWEEN 1 AND 64
+          OR NEW.schema_version GLOB '*[^-!#$%&''*+.^_`|~0-9A-Za-z]*');
+  SELECT RAISE(ABORT, 'outbox: ordering_key: must be a non-empty string of at most 255 bytes')
+   WHERE NEW.ordering_key IS NOT NULL
+     AND (typeof(NEW.ordering_key) <> 'text' OR length(NEW.ordering_key) = 0
+          OR length(CAST(NEW.ordering_key AS BLOB)) > 255);
+  SELECT RAISE(ABORT, 'outbox: deliver_at: must be an integer (ms since the epoch)')
+   WHERE NEW.deliver_at IS NOT NULL AND typeof(NEW.deliver_at) <> 'integer';
+  SELECT RAISE(ABORT, 'outbox: deliver_at: more than a year ahead')
+   WHERE NEW.deliver_at > )sql" OUTBOX_NOW_MS R"sql( + 31622400000;
+  SELECT RAISE(ABORT, 'outbox: expires_at: must be an integer (ms since the epoch)')
+   WHERE NEW.expires_at IS NOT NULL AND typeof(NEW.expires_at) <> 'integer';
+  SELECT RAISE(ABORT, 'outbox: dead_reason: must be one of permanent, attempts, age, expired, cancelled, crash, hook')
+   WHERE NEW.dead_reason IS NOT NULL
+     AND NEW.dead_reason NOT IN ('permanent', 'attempts', 'age', 'expired', 'cancelled', 'crash', 'hook');
+  SELECT RAISE(ABORT, 'outbox: capacity: limits.max_pending reached')
+    FROM outbox_limits, outbox_counters
+   WHERE max_pending > 0 AND name = 'undelivered' AND value >= max_pending;
+  SELECT RAISE(ABORT, 'outbox: capacity: limits.max_db_bytes reached')
+    FROM outbox_limits
+   WHERE max_db_bytes > 0
+     AND ((SELECT page_count FROM pragma_page_count())
+          - (SELECT freelist_count FROM pragma_freelist_count()))
+         * (SELECT page_size FROM pragma_page_size()) >= max_db_bytes;
+END;
+
+CREATE TRIGGER outbox_payload_check BEFORE INSERT ON outbox_payload
+BEGIN
+  SELECT RAISE(ABORT, 'outbox: headers: must be a JSON object of string values without CR or LF')
+   WHERE NEW.headers IS NOT NULL
+     AND (json_valid(NEW.headers) = 0 OR json_type(NEW.headers) <> 'object'
+          OR EXISTS(SELECT 1 FROM json_each(NEW.headers)
+                     WHERE type <> 'text' OR key = ''
+                        OR instr(key, char(13)) OR instr(key, char(10))
+                        OR instr(value, char(13)) OR instr(value, char(10))));
+  SELECT RAISE(ABORT, 'outbox: payload: larger than limits.max_payload_bytes')
+    FROM outbox_limits
+   WHERE max_payload_bytes > 0
+     AND length(CAST(NEW.payload AS BLOB)) > max_payload_bytes;
+END;
+
+-- Plain SQL wrote the payload into outbox: move it. An empty payload without
+-- headers stays where it is (the view reads it from outbox).
+CREATE TRIGGER outbox_move_payload AFTER INSERT ON outbox
+  WHEN length(NEW.payload) > 0 OR NEW.headers IS NOT NULL
+BEGIN
+  INSERT OR REPLACE INTO outbox_payload(id, payload, headers)
+    VALUES(NEW.id, NEW.payload, NEW.headers);
+  UPDATE outbox SET payload = X'', headers = NULL WHERE id = NEW.id;
+END;
+
+-- Any delete (purges, an application's own DELETE) takes the payload along.
+CREATE TRIGGER outbox_drop_payload AFTER DELETE ON outbox
+BEGIN
+  DELETE FROM outbox_payload WHERE id = OLD.id;
+END;
+
+-- The documented way to read messages with their payload: outbox's columns,
+-- payload and headers from outbox_payload (or from outbox for a row that
+-- never had any to move).
+CREATE VIEW outbox_message AS
+SELECT o.id AS id, o.topic AS topic, o.msg_key AS msg_key,
+       coalesce(p.payload, o.payload) AS payload,
+       coalesce(p.headers, o.headers) AS headers,
+       o.status AS status, o.attempts AS attempts, o.max_attempts AS max_attempts,
+       o.backoff AS backoff, o.first_interval_ms AS first_interval_ms,
+       o.next_attempt_at AS next_attempt_at, o.lease_owner AS lease_owner,
+       o.last_error AS last_error, o.created_at AS created_at, o.updated_at AS updated_at,
+       o.lease_token AS lease_token, o.lease_expires_at AS lease_expires_at,
+       o.last_attempt_at AS last_attempt_at, o.crashes AS crashes,
+       o.quarantined AS quarantined, o.operator_retries AS operator_retries,
+       o.lease_boot_id AS lease_boot_id, o.lease_boot_until AS lease_boot_until,
+       o.schema_version AS schema_version, o.ordering_key AS ordering_key,
+       o.deliver_at AS deliver_at, o.expires_at AS expires_at,
+       o.dead_reason AS dead_reason, o.acked_at AS acked_at
+  FROM outbox AS o LEFT JOIN outbox_payload AS p ON p.id = o.id;
+)sql";
+
 // --- enqueue -------------------------------------------------------------------
 
-// ?8 schema_version, ?9 ordering_key, ?10 deliver_at, ?11 expires_at. A
-// scheduled message is due at deliver_at (so the schedule trigger has
-// nothing to do).
+// ?1 topic, ?2 msg_key, ?3 payload, ?4 headers, ?5 max_attempts, ?6 backoff,
+// ?7 first_interval_ms, ?8 schema_version, ?9 ordering_key, ?10 deliver_at,
+// ?11 expires_at. A scheduled message is due at deliver_at (so the schedule
+// trigger has nothing to do). Before migration 5 (a Producer on a file the
+// agent has not migrated yet): the payload goes into outbox.
 inline constexpr char kInsert[] =
     "INSERT INTO outbox(topic, msg_key, payload, headers, max_attempts, backoff,"
     " first_interval_ms, schema_version, ordering_key, deliver_at, expires_at,"
     " next_attempt_at, created_at, updated_at)"
     " VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11,"
     " max(coalesce(?10, 0), " OUTBOX_NOW_MS "), " OUTBOX_NOW_MS ", " OUTBOX_NOW_MS ")";
+// Migration 5 on: the state row with an empty payload (outbox_move_payload
+// has nothing to move; ?3 and ?4 are not used), then the payload row under
+// the same id.
+inline constexpr char kInsertState[] =
+    "INSERT INTO outbox(topic, msg_key, payload, max_attempts, backoff,"
+    " first_interval_ms, schema_version, ordering_key, deliver_at, expires_at,"
+    " next_attempt_at, created_at, updated_at)"
+    " VALUES(?1, ?2, X'', ?5, ?6, ?7, ?8, ?9, ?10, ?11,"
+    " max(coalesce(?10, 0), " OUTBOX_NOW_MS "), " OUTBOX_NOW_MS ", " OUTBOX_NOW_MS ")";
+// ?1 id, ?2 payload, ?3 headers or NULL
+inline constexpr char kInsertPayload[] =
+    "INSERT OR REPLACE INTO outbox_payload(id, payload, headers) VALUES(?1, ?2, ?3)";
+// Undoes kInsertState when outbox_payload's checks refuse the payload.
+inline constexpr char kDeleteInserted[] = "DELETE FROM outbox WHERE id = ?1";
+inline constexpr char kHasPayloadTable[] =
+    "SELECT count(*) FROM sqlite_schema WHERE type = 'table' AND name = 'outbox_payload'";
 inline constexpr char kFindByKey[] = "SELECT id FROM outbox WHERE topic = ? AND msg_key = ?";
 inline constexpr char kGetLimits[] =
     "SELECT max_payload_bytes, max_pending, max_db_bytes FROM outbox_limits";
@@ -284,12 +430,24 @@ inline constexpr char kSetLimits[] =
 
 // --- transitions (each guarded by id, expected status and, in flight, token) --
 
-#define OUTBOX_ROW_COLUMNS                                                     \
-  "id, topic, msg_key, payload, headers, status, attempts, max_attempts,"      \
+// A Row's columns (store.cc ReadRow), with the payload and headers taken
+// from the given expressions.
+#define OUTBOX_ROW_COLUMNS_WITH(PAYLOAD, HEADERS)                              \
+  "id, topic, msg_key, " PAYLOAD ", " HEADERS ", status, attempts, max_attempts," \
   " backoff, first_interval_ms, next_attempt_at, lease_owner, lease_token,"    \
   " lease_expires_at, last_error, created_at, updated_at, last_attempt_at,"    \
   " crashes, quarantined, operator_retries, schema_version, ordering_key,"   \
   " deliver_at, expires_at, dead_reason, acked_at"
+// Read FROM outbox_message, the view that joins the payload back in.
+#define OUTBOX_ROW_COLUMNS OUTBOX_ROW_COLUMNS_WITH("payload", "headers")
+
+// What a claim hands the send: the whole row as the claim left it, the
+// payload looked up by rowid in outbox_payload (RETURNING may not name a
+// join, but may hold a subquery). The worker then needs no read of its own.
+#define OUTBOX_CLAIM_RETURNING                                                 \
+  " RETURNING " OUTBOX_ROW_COLUMNS_WITH(                                       \
+      "coalesce((SELECT p.payload FROM outbox_payload AS p WHERE p.id = outbox.id), payload)", \
+      "coalesce((SELECT p.headers FROM outbox_payload AS p WHERE p.id = outbox.id), headers)")
 
 // lease_token counts claims. Another application may have written anything
 // there: a token that cannot grow as an integer (INT64_MAX would turn into a
@@ -302,8 +460,7 @@ inline constexpr char kSetLimits[] =
 
 // ?1 id, ?2 owner, ?3 lease_expires_at, ?4 now, ?6 boot id or NULL, ?7 boot-clock end
 inline constexpr char kClaimById[] =
-    OUTBOX_CLAIM_SET " WHERE id = ?1 AND status = 0 AND quarantined <> 1"
-    " RETURNING lease_token, topic";
+    OUTBOX_CLAIM_SET " WHERE id = ?1 AND status = 0 AND quarantined <> 1" OUTBOX_CLAIM_RETURNING;
 
 // A wall clock that jumped back leaves next_attempt_at absurdly far ahead;
 // such rows are made due now (an index range, usually empty).
@@ -323,8 +480,7 @@ inline constexpr char kClaimDue[] =
     OUTBOX_CLAIM_SET
     " WHERE id IN (SELECT id FROM outbox"
     "  WHERE status = 0 AND topic = ?1 AND next_attempt_at <= ?4 AND quarantined <> 1"
-    "  ORDER BY next_attempt_at, id LIMIT ?5)"
-    " RETURNING id, lease_token";
+    "  ORDER BY next_attempt_at, id LIMIT ?5)" OUTBOX_CLAIM_RETURNING;
 // ?1 topic, ?2 now
 inline constexpr char kHasDue[] =
     "SELECT EXISTS(SELECT 1 FROM outbox"
@@ -336,8 +492,7 @@ inline constexpr char kClaimQuarantined[] =
     OUTBOX_CLAIM_SET
     " WHERE id IN (SELECT id FROM outbox INDEXED BY outbox_quarantine"
     "  WHERE status = 0 AND quarantined = 1 AND topic = ?1 AND next_attempt_at <= ?4"
-    "  ORDER BY next_attempt_at, id LIMIT ?5)"
-    " RETURNING id, lease_token";
+    "  ORDER BY next_attempt_at, id LIMIT ?5)" OUTBOX_CLAIM_RETURNING;
 
 // ?1 id, ?2 token, ?3 now
 inline constexpr char kComplete[] =
@@ -425,7 +580,7 @@ inline constexpr char kAudit[] =
 
 // ?1 cutoff, ?2 batch
 inline constexpr char kPeekDelivered[] =
-    "SELECT " OUTBOX_ROW_COLUMNS " FROM outbox"
+    "SELECT " OUTBOX_ROW_COLUMNS " FROM outbox_message"
     " WHERE status = 1 AND updated_at < ?1 ORDER BY updated_at, id LIMIT ?2";
 inline constexpr char kPurgeDelivered[] =
     "DELETE FROM outbox WHERE id IN (SELECT id FROM outbox"
@@ -438,12 +593,14 @@ inline constexpr char kPurgeDead[] =
 
 // --- reads -------------------------------------------------------------------
 
-inline constexpr char kGetRow[] = "SELECT " OUTBOX_ROW_COLUMNS " FROM outbox WHERE id = ?";
+inline constexpr char kGetRow[] =
+    "SELECT " OUTBOX_ROW_COLUMNS " FROM outbox_message WHERE id = ?";
 inline constexpr char kGetLeased[] =
-    "SELECT " OUTBOX_ROW_COLUMNS " FROM outbox WHERE id = ? AND status = 3 AND lease_token = ?";
+    "SELECT " OUTBOX_ROW_COLUMNS " FROM outbox_message"
+    " WHERE id = ? AND status = 3 AND lease_token = ?";
 // ?1 status or NULL, ?2 topic or NULL, ?3 after id, ?4 limit
 inline constexpr char kList[] =
-    "SELECT " OUTBOX_ROW_COLUMNS " FROM outbox"
+    "SELECT " OUTBOX_ROW_COLUMNS " FROM outbox_message"
     " WHERE (?1 IS NULL OR status = ?1) AND (?2 IS NULL OR topic = ?2) AND id > ?3"
     " ORDER BY id LIMIT ?4";
 inline constexpr char kStatsByTopic[] =

@@ -1,8 +1,10 @@
 // The agent's and the admin tool's connection: transitions, reads, limits.
 #include <sqlite3.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <filesystem>
 #include <unordered_map>
 
@@ -38,6 +40,26 @@ std::optional<Status> ParseStatus(std::string_view name) {
 }
 
 namespace {
+
+const char* SecureDeletePragma(Options::SecureDelete mode) {
+  switch (mode) {
+    case Options::SecureDelete::kOff:
+      return "PRAGMA secure_delete = OFF";
+    case Options::SecureDelete::kFast:
+      return "PRAGMA secure_delete = FAST";
+    case Options::SecureDelete::kOn:
+      return "PRAGMA secure_delete = ON";
+  }
+  return "PRAGMA secure_delete = ON";
+}
+
+// One line, rewritten in place, on a terminal only.
+void PrintMigrationProgress(const std::string& path, std::int64_t done, std::int64_t total) {
+  std::fprintf(stderr, "\r%s: migrating the outbox schema: %3d%%", path.c_str(),
+               total > 0 ? static_cast<int>(done * 100 / total) : 100);
+  if (done >= total) std::fputc('\n', stderr);
+  std::fflush(stderr);
+}
 
 const char* SynchronousPragma(Synchronous mode) {
   switch (mode) {
@@ -240,6 +262,8 @@ Store::Store(const Options& options) : impl_(std::make_unique<Impl>()) {
                                                      options.busy_timeout_ms);
     });
     Wrap(context, [&] {
+      // Before any migration: moving payloads frees pages too.
+      impl_->db->exec(SecureDeletePragma(options.secure_delete));
       internal::SchemaState state = internal::ReadSchema(*impl_->db);
       const bool needs_change = state.version != kSchemaVersion;
       if (state.version > kSchemaVersion) {
@@ -267,7 +291,16 @@ Store::Store(const Options& options) : impl_(std::make_unique<Impl>()) {
           pages.executeStep();
           fresh = pages.getColumn(0).getInt64() == 0;
         }
-        state = internal::EnsureSchema(*impl_->db, fresh);
+        if (state.version > 0 && !memory && options.backup_before_migration) {
+          internal::BackUpBeforeMigration(*impl_->db, options.path, state.version);
+        }
+        internal::MigrationProgress progress;
+        if (options.migration_progress && !memory && ::isatty(STDERR_FILENO) == 1) {
+          progress = [path = options.path](std::int64_t done, std::int64_t total) {
+            PrintMigrationProgress(path, done, total);
+          };
+        }
+        state = internal::EnsureSchema(*impl_->db, fresh, progress);
       } else if (!options.read_only) {
         impl_->db->exec("PRAGMA journal_mode = WAL");
       }
@@ -349,9 +382,10 @@ std::optional<Claimed> Store::ClaimById(std::int64_t id, std::string_view owner,
     q->bind(4, now);
     impl_->BindBootLease(*q, lease_expires_at - now);
     if (!q->executeStep()) return std::nullopt;
-    Claimed claimed{{id, q->getColumn(0).getInt64()}, q->getColumn(1).getString()};
+    Row row = ReadRow(*q);
     while (q->executeStep()) {
     }
+    Claimed claimed{{id, row.lease_token}, row.topic, std::move(row)};
     // Stepped to the end: outside a transaction the claim is committed now.
     impl_->ClaimsMade(1);
     return claimed;
@@ -373,7 +407,8 @@ std::vector<Claimed> Store::ClaimDue(std::string_view topic, std::string_view ow
     impl_->BindBootLease(*q, lease_expires_at - now);
     std::vector<Claimed> claimed;
     while (q->executeStep()) {
-      claimed.push_back({{q->getColumn(0).getInt64(), q->getColumn(1).getInt64()}, topic_text});
+      Row row = ReadRow(*q);
+      claimed.push_back({{row.id, row.lease_token}, topic_text, std::move(row)});
     }
     // RETURNING order is unspecified; ids grow with enqueue order, which is
     // the closest cheap approximation of (next_attempt_at, id).

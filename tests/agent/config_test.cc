@@ -59,6 +59,7 @@ TEST(ParseConfig, DesignExampleMapsEveryKey) {
         "url": "https://collector.example/orders",
         "workers": 4,
         "queue_capacity": 999,
+        "queue_bytes": 65536,
         "timeout_ms": 4000,
         "retry": { "strategy": "fixed", "first_interval_ms": 900,
                    "max_interval_ms": 86400001, "max_attempts": 9, "jitter": 0.25 },
@@ -91,6 +92,7 @@ TEST(ParseConfig, DesignExampleMapsEveryKey) {
   EXPECT_EQ(orders.endpoint.url, "https://collector.example/orders");
   EXPECT_EQ(orders.workers, 4);
   EXPECT_EQ(orders.queue_capacity, 999);
+  EXPECT_EQ(orders.queue_bytes, 65536);
   EXPECT_EQ(orders.endpoint.timeout_ms, 4000);
   EXPECT_EQ(orders.retry.backoff, store::Backoff::kFixed);
   EXPECT_EQ(orders.retry.first_interval_ms, 900);
@@ -256,6 +258,8 @@ INSTANTIATE_TEST_SUITE_P(
                   R"(topics."a".retry.max_attempts: expected at most 2147483647)"},
         BadConfig{"ZeroQueueCapacity", WithTopic(R"("queue_capacity": 0)"),
                   R"(topics."a".queue_capacity: expected an integer from 1 to 10000000, got 0)"},
+        BadConfig{"ZeroQueueBytes", WithTopic(R"("queue_bytes": 0)"),
+                  R"(topics."a".queue_bytes: expected a positive integer, got 0)"},
         BadConfig{"ZeroClaimBatch", R"({"claim_batch": 0, "topics": {}})",
                   "claim_batch: expected an integer from 1 to 10000, got 0"},
         BadConfig{

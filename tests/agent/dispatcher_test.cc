@@ -33,7 +33,7 @@ class DispatcherTest : public ::testing::Test {
     // queue of two.
     Route& route = *routes_.For("a");
     route.pool = std::make_unique<WorkerPool>(
-        "a", 1, 2, 1,
+        "a", 1, WorkerPool::Capacity{2}, 1,
         [this](int, std::vector<store::Claimed>& batch) {
           taken_.fetch_add(static_cast<int>(batch.size()));
           if (!started_once_.exchange(true)) {

@@ -13,6 +13,19 @@ using namespace std::chrono_literals;
 
 store::Claimed Lease(std::int64_t id) { return {{id, 1}, "t"}; }
 
+// A claimed row carrying `bytes` bytes of payload.
+store::Claimed Sized(std::int64_t id, std::size_t bytes) {
+  store::Claimed claimed = Lease(id);
+  claimed.row.payload.assign(bytes, 'p');
+  return claimed;
+}
+
+std::vector<std::int64_t> IdsOf(const std::vector<store::Claimed>& claimed) {
+  std::vector<std::int64_t> ids;
+  for (const auto& c : claimed) ids.push_back(c.lease.id);
+  return ids;
+}
+
 std::vector<store::Claimed> Leases(std::initializer_list<std::int64_t> ids) {
   std::vector<store::Claimed> out;
   for (auto id : ids) out.push_back(Lease(id));
@@ -53,9 +66,35 @@ class GatedWork {
   std::promise<void> release_;
 };
 
+TEST(WorkerPool, BoundsTheQueueInBytesAndTakesAnOversizedRowAlone) {
+  GatedWork work;
+  WorkerPool pool("t", 1, {10, 10}, 1, work.Fn(), nullptr);
+  EXPECT_TRUE(pool.TrySubmitAll({Sized(1, 5)}).empty());
+  work.WaitStarted();  // the worker holds row 1; the queue is empty
+  std::vector<store::Claimed> more;
+  more.push_back(Sized(2, 6));
+  more.push_back(Sized(3, 6));
+  more.push_back(Sized(4, 1));
+  // 2 fits; 3 would make 12 bytes; 4 stays behind 3 (order is kept).
+  EXPECT_EQ(IdsOf(pool.TrySubmitAll(std::move(more))), (std::vector<std::int64_t>{3, 4}));
+  EXPECT_EQ(pool.FreeSlots(), 9);
+  more.clear();
+  more.push_back(Sized(5, 4));
+  EXPECT_TRUE(pool.TrySubmitAll(std::move(more)).empty());  // 10 bytes: full
+  EXPECT_EQ(pool.FreeSlots(), 0);
+  work.Release();
+  ASSERT_TRUE(pool.WaitIdle(std::chrono::steady_clock::now() + 10s));
+  // An empty queue takes a row larger than the whole bound.
+  more.clear();
+  more.push_back(Sized(6, 100));
+  EXPECT_TRUE(pool.TrySubmitAll(std::move(more)).empty());
+  ASSERT_TRUE(pool.WaitIdle(std::chrono::steady_clock::now() + 10s));
+  EXPECT_EQ(work.batches().size(), 4u);
+}
+
 TEST(WorkerPool, RefusesWhatDoesNotFitAndReturnsItInOrder) {
   GatedWork work;
-  WorkerPool pool("t", 1, 2, 1, work.Fn(), nullptr);
+  WorkerPool pool("t", 1, {2}, 1, work.Fn(), nullptr);
   EXPECT_TRUE(pool.TrySubmitAll(Leases({1})).empty());
   work.WaitStarted();
   EXPECT_EQ(pool.FreeSlots(), 2);
@@ -73,7 +112,7 @@ TEST(WorkerPool, RefusesWhatDoesNotFitAndReturnsItInOrder) {
 
 TEST(WorkerPool, AWorkerTakesUpToBatchMaxLeasesTogether) {
   GatedWork work;
-  WorkerPool pool("t", 1, 10, 3, work.Fn(), nullptr);
+  WorkerPool pool("t", 1, {10}, 3, work.Fn(), nullptr);
   pool.TrySubmitAll(Leases({1}));
   work.WaitStarted();
   pool.TrySubmitAll(Leases({2, 3, 4, 5}));
@@ -86,7 +125,7 @@ TEST(WorkerPool, AWorkerTakesUpToBatchMaxLeasesTogether) {
 
 TEST(WorkerPool, StopIntakeReturnsTheUnstartedLeasesAndRefusesMore) {
   GatedWork work;
-  WorkerPool pool("t", 1, 10, 1, work.Fn(), nullptr);
+  WorkerPool pool("t", 1, {10}, 1, work.Fn(), nullptr);
   pool.TrySubmitAll(Leases({1}));
   work.WaitStarted();
   pool.TrySubmitAll(Leases({2, 3}));
@@ -106,7 +145,7 @@ TEST(WorkerPool, ReportsRoomOnceTheQueueDrainedToHalf) {
   std::atomic<int> room{0};
   GatedWork work;
   {
-    WorkerPool pool("t", 1, 4, 1, work.Fn(), [&] { ++room; });
+    WorkerPool pool("t", 1, {4}, 1, work.Fn(), [&] { ++room; });
     pool.TrySubmitAll(Leases({1}));
     work.WaitStarted();
     pool.TrySubmitAll(Leases({2, 3, 4, 5}));

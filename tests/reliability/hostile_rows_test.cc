@@ -67,18 +67,20 @@ bool IsValidUtf8Json(const std::string& text) {
 
 class HostileRowsTest : public agent::testing::AgentTest {
  protected:
-  // Inserts with the field checks of the trigger switched off, the way an
-  // application that dropped it would, and puts the trigger back.
+  // Inserts with the field checks of the triggers switched off, the way an
+  // application that dropped them would, and puts the triggers back.
   void InsertBypassingTriggers(std::vector<Case>& cases) {
-    std::string trigger;
+    std::vector<std::string> triggers;
     {
       SQLite::Statement q(*app_,
-                          "SELECT sql FROM sqlite_schema WHERE name = 'outbox_check_insert'");
-      ASSERT_TRUE(q.executeStep());
-      trigger = q.getColumn(0).getString();
+                          "SELECT sql FROM sqlite_schema WHERE name IN"
+                          " ('outbox_check_insert', 'outbox_payload_check')");
+      while (q.executeStep()) triggers.push_back(q.getColumn(0).getString());
+      ASSERT_EQ(triggers.size(), 2u);
     }
     app_->exec("BEGIN IMMEDIATE");
     app_->exec("DROP TRIGGER outbox_check_insert");
+    app_->exec("DROP TRIGGER outbox_payload_check");
     for (Case& c : cases) {
       const std::string key = c.key_sql.empty() ? Quote(c.name) : c.key_sql;
       const std::string sql = "INSERT INTO outbox(topic, msg_key, payload" + c.columns +
@@ -91,7 +93,7 @@ class HostileRowsTest : public agent::testing::AgentTest {
       }
       c.id = app_->getLastInsertRowid();
     }
-    app_->exec(trigger);
+    for (const std::string& trigger : triggers) app_->exec(trigger);
     app_->exec("COMMIT");
   }
 

@@ -6,6 +6,7 @@
 #include <iterator>
 
 #include "../common/temp_dir.h"
+#include "old_schema.h"
 #include "outbox/store.h"
 
 namespace outbox::store {
@@ -153,41 +154,14 @@ TEST(OutboxSchema, NewerSchemaIsRefused) {
   }
 }
 
-// The file as schema version 3 left it: none of migration 4's columns,
-// tables, indexes and triggers (the check trigger goes too; migration 4
-// puts its own back).
-void DowngradeToVersion3(Store& store) {
-  store.connection().exec(
-      "DROP TRIGGER outbox_check_insert;"
-      "DROP TRIGGER outbox_schedule;"
-      "DROP INDEX outbox_ordering;"
-      "DROP INDEX outbox_expiry;"
-      "DROP TABLE outbox_runtime;"
-      "DROP TABLE outbox_topic_modes;"
-      "ALTER TABLE outbox DROP COLUMN schema_version;"
-      "ALTER TABLE outbox DROP COLUMN ordering_key;"
-      "ALTER TABLE outbox DROP COLUMN deliver_at;"
-      "ALTER TABLE outbox DROP COLUMN expires_at;"
-      "ALTER TABLE outbox DROP COLUMN dead_reason;"
-      "ALTER TABLE outbox DROP COLUMN acked_at;"
-      "ALTER TABLE outbox_audit DROP COLUMN rows;"
-      "ALTER TABLE outbox_audit DROP COLUMN host;"
-      "UPDATE outbox_meta SET value = 3 WHERE key = 'schema_version';");
-}
-
 TEST(OutboxSchema, VersionOneFileIsMigratedOnOpenAndKeepsItsRows) {
   TempDir dir;
   const std::string path = dir.File("app.db");
   {
     // A file as schema 1 left it: outbox_retention over every row.
-    Store store(CreateAt(path));
-    DowngradeToVersion3(store);
-    store.connection().exec(
-        "DROP INDEX outbox_retention;"
-        "CREATE INDEX outbox_retention ON outbox(status, updated_at);"
-        "ALTER TABLE outbox DROP COLUMN lease_boot_id;"
-        "ALTER TABLE outbox DROP COLUMN lease_boot_until;"
-        "UPDATE outbox_meta SET value = 1 WHERE key = 'schema_version';"
+    testing::MakeFileAtVersion(path, 1);
+    SQLite::Database app(path, SQLite::OPEN_READWRITE);
+    app.exec(
         "INSERT INTO outbox(topic, msg_key, payload, status, updated_at)"
         " VALUES('t', 'delivered', 'p', 1, 5), ('t', 'pending', 'p', 0, 5)");
   }
@@ -206,15 +180,6 @@ TEST(OutboxSchema, VersionOneFileIsMigratedOnOpenAndKeepsItsRows) {
   EXPECT_EQ(store.List({}).size(), 1u);
 }
 
-// The file as schema version 2 left it: no boot-clock lease columns.
-void DowngradeToVersion2(Store& store) {
-  DowngradeToVersion3(store);
-  store.connection().exec(
-      "ALTER TABLE outbox DROP COLUMN lease_boot_id;"
-      "ALTER TABLE outbox DROP COLUMN lease_boot_until;"
-      "UPDATE outbox_meta SET value = 2 WHERE key = 'schema_version';");
-}
-
 int SchemaVersionOf(const std::string& path) {
   SQLite::Database db(path, SQLite::OPEN_READONLY);
   SQLite::Statement version(db, "SELECT value FROM outbox_meta WHERE key = 'schema_version'");
@@ -226,10 +191,7 @@ TEST(OutboxSchema, VersionTwoFileGetsBootClockLeasesAndKeepsItsLeases) {
   TempDir dir;
   const std::string path = dir.File("app.db");
   const std::int64_t now = WallMs();
-  {
-    Store store(CreateAt(path));
-    DowngradeToVersion2(store);
-  }
+  testing::MakeFileAtVersion(path, 2);
   {
     // A version-2 agent's lease, on wall time only.
     SQLite::Database db(path, SQLite::OPEN_READWRITE);
@@ -256,10 +218,10 @@ TEST(OutboxSchema, AMigrationStoppedHalfwayLeavesTheFileAtItsVersion) {
   TempDir dir;
   const std::string path = dir.File("app.db");
   {
-    Store store(CreateAt(path));
-    DowngradeToVersion2(store);
+    testing::MakeFileAtVersion(path, 2);
     // Makes migration 3's second ADD COLUMN fail after its first succeeded.
-    store.connection().exec("ALTER TABLE outbox ADD COLUMN lease_boot_until INTEGER");
+    SQLite::Database app(path, SQLite::OPEN_READWRITE);
+    app.exec("ALTER TABLE outbox ADD COLUMN lease_boot_until INTEGER");
   }
   Options plain;
   plain.path = path;
@@ -277,10 +239,9 @@ TEST(OutboxSchema, VersionThreeFileGetsTheMessageAttributesAndKeepsItsRows) {
   TempDir dir;
   const std::string path = dir.File("app.db");
   {
-    Store store(CreateAt(path));
-    DowngradeToVersion3(store);
-    store.connection().exec(
-        "INSERT INTO outbox(topic, msg_key, payload, status) VALUES('t', 'old', 'p', 2)");
+    testing::MakeFileAtVersion(path, 3);
+    SQLite::Database app(path, SQLite::OPEN_READWRITE);
+    app.exec("INSERT INTO outbox(topic, msg_key, payload, status) VALUES('t', 'old', 'p', 2)");
   }
   Options plain;
   plain.path = path;

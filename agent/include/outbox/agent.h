@@ -120,9 +120,12 @@ struct TopicOptions {
   // The HTTP endpoint: URL, timeouts, headers, TLS, CloudEvents, signing,
   // batching. Ignored when a handler is registered for the topic.
   transport::EndpointOptions endpoint;
-  // Worker threads of this route, and its queue of claimed ids.
+  // Worker threads of this route, and its queue of claimed rows: at most
+  // queue_capacity rows and queue_bytes bytes of payload and headers (one
+  // row larger than that still goes alone).
   int workers = 2;
   int queue_capacity = 1000;
+  std::int64_t queue_bytes = 4 * 1024 * 1024;
   store::RetryPolicy retry;
   BreakerOptions breaker;
   // Claim order among topics that share an endpoint: while a topic has due

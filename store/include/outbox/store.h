@@ -41,7 +41,7 @@ class RawTransaction;  // the store's transaction guard (internal)
 }
 
 // Bump with every migration in store/src/schema.cc.
-inline constexpr int kSchemaVersion = 4;
+inline constexpr int kSchemaVersion = 5;
 // Keys longer than this are rejected (they end up in HTTP headers and logs).
 inline constexpr std::size_t kMaxKeyBytes = 255;
 // A message's schema_version is at most this long.
@@ -323,6 +323,22 @@ struct Options {
   bool durable_claims = true;
   // Page cache of this connection, KiB.
   int cache_kib = 2048;
+  // Before migrating a file of an older schema, copy it to
+  // PATH.bak-schemaN (N: the file's schema version) next to it. The copy
+  // needs as much free disk as the file's used pages.
+  bool backup_before_migration = true;
+  // While a migration moves many rows, report progress on stderr when
+  // stderr is a terminal.
+  bool migration_progress = true;
+  // PRAGMA secure_delete on this connection (SQLite as Debian builds it
+  // zeroes all deleted content by default). kFast zeroes deleted records
+  // inside the B-tree pages a delete writes anyway, but not whole freed
+  // overflow pages: purging a large payload then writes no page just to
+  // zero it. Its bytes stay on free pages until they are reused or given
+  // back (incremental vacuum). kOn: zero everything, at a write per freed
+  // page (docs/reliability.md, "Deleted payloads").
+  enum class SecureDelete { kOff, kFast, kOn };
+  SecureDelete secure_delete = SecureDelete::kFast;
   // Where claims and RecycleExpired read the boot clock. Null = the
   // system's (SystemBootTime); tests inject one. Must be thread-safe if
   // shared between stores.
@@ -344,11 +360,6 @@ struct Limits {
 struct Lease {
   std::int64_t id = 0;
   std::int64_t token = 0;
-};
-
-struct Claimed {
-  Lease lease;
-  std::string topic;
 };
 
 struct Row {
@@ -383,6 +394,14 @@ struct Row {
   std::optional<std::string> dead_reason;
   // The receiver acknowledged it while its completion is still pending.
   std::optional<std::int64_t> acked_at;
+};
+
+// A claimed row: its lease, and the row as the claim left it (in flight,
+// payload and headers included), so that a send needs no read of its own.
+struct Claimed {
+  Lease lease;
+  std::string topic;
+  Row row{};
 };
 
 // Rows of one topic in one status.

@@ -1,0 +1,217 @@
+// Migrating files written by earlier versions to the payload layout: in
+// place, in one transaction, after a backup copy.
+#include <SQLiteCpp/Database.h>
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <map>
+#include <string>
+
+#include "../common/temp_dir.h"
+#include "old_schema.h"
+#include "outbox/store.h"
+
+namespace outbox::store {
+namespace {
+
+using outbox::testing::TempDir;
+
+int SchemaVersionOf(const std::string& path) {
+  SQLite::Database db(path, SQLite::OPEN_READONLY);
+  SQLite::Statement q(db, "SELECT value FROM outbox_meta WHERE key = 'schema_version'");
+  EXPECT_TRUE(q.executeStep());
+  return q.getColumn(0).getInt();
+}
+
+struct OldRow {
+  std::string payload;
+  std::optional<std::string> headers;
+  int status = 0;
+  std::string lease_owner;
+};
+
+// The rows as the old layout holds them, payload inline.
+std::map<std::int64_t, OldRow> ReadOldRows(const std::string& path) {
+  SQLite::Database db(path, SQLite::OPEN_READONLY);
+  SQLite::Statement q(db,
+                      "SELECT id, payload, headers, status, coalesce(lease_owner, '') FROM outbox");
+  std::map<std::int64_t, OldRow> rows;
+  while (q.executeStep()) {
+    OldRow row;
+    row.payload.assign(static_cast<const char*>(q.getColumn(1).getBlob()),
+                       static_cast<std::size_t>(q.getColumn(1).getBytes()));
+    if (!q.getColumn(2).isNull()) row.headers = q.getColumn(2).getString();
+    row.status = q.getColumn(3).getInt();
+    row.lease_owner = q.getColumn(4).getString();
+    rows[q.getColumn(0).getInt64()] = row;
+  }
+  return rows;
+}
+
+std::string CopyFixture(const TempDir& dir) {
+  const std::string path = dir.File("app.db");
+  std::filesystem::copy_file(std::string(OUTBOX_STORE_FIXTURES) + "/schema3.db", path);
+  return path;
+}
+
+void ExpectSameRows(Store& store, const std::map<std::int64_t, OldRow>& before) {
+  for (const auto& [id, old] : before) {
+    const std::optional<Row> row = store.Get(id);
+    ASSERT_TRUE(row) << id;
+    EXPECT_EQ(row->payload, old.payload) << id;
+    EXPECT_EQ(row->headers_json, old.headers) << id;
+    EXPECT_EQ(static_cast<int>(row->status), old.status) << id;
+    EXPECT_EQ(row->lease_owner.value_or(""), old.lease_owner) << id;
+  }
+}
+
+// tests/store/fixtures/schema3.db was made by `outboxctl init` and `outboxctl
+// enqueue` of schema 3, then given rows in every state with the sqlite3 shell
+// (one with headers, a binary one, a 6 000-byte one on overflow pages, an
+// empty one, a delivered, a dead and a leased one).
+TEST(Migration, AFileOfTheCurrentReleaseIsMigratedInPlaceAfterABackup) {
+  TempDir dir;
+  const std::string path = CopyFixture(dir);
+  ASSERT_EQ(SchemaVersionOf(path), 3);
+  const std::map<std::int64_t, OldRow> before = ReadOldRows(path);
+  ASSERT_EQ(before.size(), 6u);
+  std::string database_id;
+  {
+    Options options;
+    options.path = path;
+    Store store(options);
+    database_id = store.database_id();
+    EXPECT_EQ(SchemaVersionOf(path), kSchemaVersion);
+    ExpectSameRows(store, before);
+    SQLite::Database& db = store.connection();
+    SQLite::Statement inline_bytes(db, "SELECT sum(length(payload)) FROM outbox");
+    ASSERT_TRUE(inline_bytes.executeStep());
+    EXPECT_EQ(inline_bytes.getColumn(0).getInt64(), 0);  // every payload moved
+    // New rows, through the Producer and through plain SQL, take the new layout.
+    Producer producer(db);
+    const EnqueueResult added = producer.Enqueue({"orders", "k7", "new", "", {}}, {true, false});
+    db.exec("INSERT INTO outbox(topic, msg_key, payload) VALUES('orders', 'k8', 'plain')");
+    EXPECT_EQ(store.Get(added.id)->payload, "new");
+    EXPECT_EQ(store.Get(added.id + 1)->payload, "plain");
+  }
+  EXPECT_EQ(database_id, "6f68fe73becd613db857a8a7ebfff9ae");  // the fixture's, kept
+  // The backup is the file as it was: schema 3, payloads inline.
+  const std::string backup = path + ".bak-schema3";
+  ASSERT_TRUE(std::filesystem::exists(backup));
+  EXPECT_EQ(SchemaVersionOf(backup), 3);
+  const std::map<std::int64_t, OldRow> saved = ReadOldRows(backup);
+  ASSERT_EQ(saved.size(), before.size());
+  for (const auto& [id, old] : before) EXPECT_EQ(saved.at(id).payload, old.payload) << id;
+  // No temporary copy left behind.
+  int files = 0;
+  for (const auto& entry : std::filesystem::directory_iterator(dir.path())) {
+    files += entry.path().filename().string().find(".tmp") != std::string::npos ? 100 : 1;
+  }
+  EXPECT_LT(files, 100);
+}
+
+TEST(Migration, TheBackupCanBeTurnedOff) {
+  TempDir dir;
+  const std::string path = CopyFixture(dir);
+  Options options;
+  options.path = path;
+  options.backup_before_migration = false;
+  { Store store(options); }
+  EXPECT_EQ(SchemaVersionOf(path), kSchemaVersion);
+  EXPECT_FALSE(std::filesystem::exists(path + ".bak-schema3"));
+}
+
+TEST(Migration, AnUpToDateFileGetsNoBackup) {
+  TempDir dir;
+  const std::string path = dir.File("app.db");
+  Options options;
+  options.path = path;
+  options.create = true;
+  { Store store(options); }
+  { Store again(options); }
+  for (const auto& entry : std::filesystem::directory_iterator(dir.path())) {
+    EXPECT_EQ(entry.path().filename().string().find(".bak"), std::string::npos)
+        << entry.path();
+  }
+}
+
+// A migration that stops halfway (here its last step fails after the
+// payloads were moved; a kill ends the transaction the same way) leaves the
+// file at its version with every payload where it was, and the next open
+// does the whole migration.
+TEST(Migration, AStoppedMigrationIsUndoneAndTheNextOpenFinishesIt) {
+  TempDir dir;
+  const std::string path = CopyFixture(dir);
+  const std::map<std::int64_t, OldRow> before = ReadOldRows(path);
+  {
+    SQLite::Database app(path, SQLite::OPEN_READWRITE);
+    app.exec("CREATE VIEW outbox_message AS SELECT 1");  // the migration's last step collides
+  }
+  Options options;
+  options.path = path;
+  EXPECT_THROW(Store store(options), StoreError);
+  EXPECT_EQ(SchemaVersionOf(path), 3);
+  {
+    SQLite::Database app(path, SQLite::OPEN_READWRITE);
+    SQLite::Statement tables(
+        app, "SELECT count(*) FROM sqlite_schema WHERE name = 'outbox_payload'");
+    ASSERT_TRUE(tables.executeStep());
+    EXPECT_EQ(tables.getColumn(0).getInt(), 0);
+    app.exec("DROP VIEW outbox_message");
+  }
+  EXPECT_EQ(ReadOldRows(path).at(5).payload, before.at(5).payload);
+  Store store(options);
+  EXPECT_EQ(SchemaVersionOf(path), kSchemaVersion);
+  ExpectSameRows(store, before);
+}
+
+// Files older than the fixture, made with their own versions' SQL.
+TEST(Migration, EveryOlderVersionMigrates) {
+  for (int version = 1; version < kSchemaVersion; ++version) {
+    TempDir dir;
+    const std::string path = dir.File("app.db");
+    testing::MakeFileAtVersion(path, version);
+    {
+      SQLite::Database app(path, SQLite::OPEN_READWRITE);
+      app.exec(
+          "INSERT INTO outbox(topic, msg_key, payload, headers)"
+          " VALUES('t', 'k', 'body', '{\"X-A\":\"1\"}')");
+    }
+    Options options;
+    options.path = path;
+    Store store(options);
+    EXPECT_EQ(SchemaVersionOf(path), kSchemaVersion) << version;
+    EXPECT_EQ(store.Get(1)->payload, "body") << version;
+    EXPECT_EQ(store.Get(1)->headers_json, "{\"X-A\":\"1\"}") << version;
+    EXPECT_TRUE(std::filesystem::exists(path + ".bak-schema" + std::to_string(version)));
+  }
+}
+
+// What an older binary says when it meets this file: one line naming the
+// file and the way out (the check it runs is this build's own check, with
+// the version one higher).
+TEST(Migration, ANewerSchemaIsRefusedWithOneLine) {
+  TempDir dir;
+  const std::string path = dir.File("app.db");
+  {
+    Options options;
+    options.path = path;
+    options.create = true;
+    Store store(options);
+    store.connection().exec("UPDATE outbox_meta SET value = value + 1 WHERE key = 'schema_version'");
+  }
+  Options options;
+  options.path = path;
+  try {
+    Store store(options);
+    FAIL() << "expected NotAnOutboxError";
+  } catch (const NotAnOutboxError& e) {
+    const std::string what = e.what();
+    EXPECT_EQ(what, path + ": outbox schema version " + std::to_string(kSchemaVersion + 1) +
+                        " is newer than this build supports (" +
+                        std::to_string(kSchemaVersion) + "); upgrade edge-outbox");
+  }
+}
+
+}  // namespace
+}  // namespace outbox::store
