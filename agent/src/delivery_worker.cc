@@ -33,10 +33,15 @@ void DeliveryWorker::Work(Route& route, int /*index*/, std::vector<store::Claime
   try {
     loaded.reserve(batch.size());
     // The claim returned each row as it left it: nothing to read here. A row
-    // that waited in the queue longer than its lease may have been recycled
-    // and claimed again meanwhile; it is then sent twice (at least once) and
-    // this lease's outcome no longer matches the row's token.
+    // that waited in the queue past its lease may have been recycled and
+    // claimed again meanwhile: it is handed back (a no-op if its token moved
+    // on) rather than sent a second time.
+    const std::int64_t now = rt_.clock->WallMs();
     for (store::Claimed& claimed : batch) {
+      if (claimed.row.lease_expires_at && now >= *claimed.row.lease_expires_at) {
+        rt_.Revert(claimed.lease);
+        continue;
+      }
       Loaded item{claimed.lease, std::move(claimed.row), {}, {}};
       item.message_id = transport::MessageId(rt_.database_id, item.row.topic, item.row.key);
       try {

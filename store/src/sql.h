@@ -330,6 +330,13 @@ BEGIN
   SELECT RAISE(ABORT, 'outbox: dead_reason: must be one of permanent, attempts, age, expired, cancelled, crash, hook')
    WHERE NEW.dead_reason IS NOT NULL
      AND NEW.dead_reason NOT IN ('permanent', 'attempts', 'age', 'expired', 'cancelled', 'crash', 'hook');
+  -- Checked here too, before capacity, so that plain SQL hears that the
+  -- message itself is too large, not that the outbox is full. The Producer
+  -- writes an empty payload here; outbox_payload_check judges its row.
+  SELECT RAISE(ABORT, 'outbox: payload: larger than limits.max_payload_bytes')
+    FROM outbox_limits
+   WHERE max_payload_bytes > 0
+     AND length(CAST(NEW.payload AS BLOB)) > max_payload_bytes;
   SELECT RAISE(ABORT, 'outbox: capacity: limits.max_pending reached')
     FROM outbox_limits, outbox_counters
    WHERE max_pending > 0 AND name = 'undelivered' AND value >= max_pending;
@@ -656,6 +663,11 @@ inline constexpr char kInboxPurge[] =
 // Maintenance, run outside any transaction (Store::Checkpoint and
 // Store::ReclaimFreePages).
 inline constexpr char kCheckpointTruncate[] = "PRAGMA wal_checkpoint(TRUNCATE)";
-inline constexpr char kIncrementalVacuum[] = "PRAGMA incremental_vacuum";
+// In steps of 128 pages, each its own transaction: a commit leaves the pages
+// cut off the end of the file out of the WAL, but a transaction larger than
+// the page cache spills them into it first, i.e. one whole step of
+// incremental vacuum rewrote every purged payload page (figure 7).
+inline constexpr char kIncrementalVacuum[] = "PRAGMA incremental_vacuum(128)";
+inline constexpr char kFreelistCount[] = "PRAGMA freelist_count";
 
 }  // namespace outbox::store::sql

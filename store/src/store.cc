@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <filesystem>
+#include <limits>
 #include <unordered_map>
 
 #include <SQLiteCpp/Transaction.h>
@@ -340,7 +341,19 @@ void Store::Checkpoint() {
 }
 
 void Store::ReclaimFreePages() {
-  Wrap("reclaim free pages", [&] { impl_->db->exec(sql::kIncrementalVacuum); });
+  Wrap("reclaim free pages", [&] {
+    StatementUse count(impl_->Prepare(sql::kFreelistCount));
+    std::int64_t free_pages = std::numeric_limits<std::int64_t>::max();
+    for (;;) {
+      count->executeStep();
+      const std::int64_t left = count->getColumn(0).getInt64();
+      count->reset();
+      // Stops when nothing is left, or nothing moved (no auto-vacuum here).
+      if (left == 0 || left >= free_pages) return;
+      free_pages = left;
+      impl_->db->exec(sql::kIncrementalVacuum);
+    }
+  });
 }
 
 StoreError::Kind StoreError::kind() const noexcept {

@@ -98,6 +98,21 @@ TEST_F(DeliveryWorkerTest, SendsWhatTheClaimReturnedWithoutReadingTheFile) {
   EXPECT_EQ(rt_.sending.load(), 0);
 }
 
+// A row that waited in the queue past its lease may already be another
+// agent's: it goes back unsent instead of being sent a second time.
+TEST_F(DeliveryWorkerTest, ARowWhoseLeaseLapsedInTheQueueIsHandedBackUnsent) {
+  UseHandler({});
+  auto batch = EnqueueAndClaim(2);
+  ASSERT_EQ(batch.size(), 2u);
+  batch[0].row.lease_expires_at = rt_.clock->WallMs() - 1;  // as if it queued for a minute
+  rt_.sending = 2;
+  DeliveryWorker(rt_).Work(route_, 0, batch);
+  EXPECT_EQ(handler_->calls.load(), 1);
+  EXPECT_EQ(StatusOf(batch[0].lease.id), store::Status::kPending);
+  EXPECT_EQ(StatusOf(batch[1].lease.id), store::Status::kDelivered);
+  EXPECT_EQ(rt_.sending.load(), 0);
+}
+
 TEST_F(DeliveryWorkerTest, AMessageFailureIsDeadAndCountsTheAttempt) {
   UseHandler({Outcome::kMessageFailure, 422, false, std::nullopt, "bad order"});
   auto batch = EnqueueAndClaim(1);

@@ -45,7 +45,15 @@ constexpr char kRawColumns[] = R"sql(
   last_attempt_at   INTEGER,
   crashes           INTEGER NOT NULL DEFAULT 0,
   quarantined       INTEGER NOT NULL DEFAULT 0,
-  operator_retries  INTEGER NOT NULL DEFAULT 0)sql";
+  operator_retries  INTEGER NOT NULL DEFAULT 0,
+  lease_boot_id     TEXT,
+  lease_boot_until  INTEGER,
+  schema_version    TEXT,
+  ordering_key      TEXT,
+  deliver_at        INTEGER,
+  expires_at        INTEGER,
+  dead_reason       TEXT,
+  acked_at          INTEGER)sql";
 
 class EnqueueBench {
  public:

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "../common/wait_for.h"
+#include "../store/old_schema.h"
 #include "outbox/agent.h"
 
 namespace outbox::powercut {
@@ -104,35 +105,37 @@ const char* SynchronousPragma(store::Synchronous mode) {
   return "PRAGMA synchronous = FULL";
 }
 
-// A durable starting point: the schema (at version 1 to be migrated, or
+// A durable starting point: the schema (at version 4 to be migrated, or
 // current), a trigger that remembers what retention deleted, and a few rows.
 void SetUp(const PointPlan& plan, const std::string& path, std::mt19937_64& random,
            std::set<std::string>& acknowledged) {
   Label label("setup");
-  store::Options options;
-  options.path = path;
-  options.create = true;
-  store::Store store(options);
+  std::optional<store::Store> current;
+  std::optional<SQLite::Database> older;
+  if (plan.migrate) {
+    // The file as schema version 4 (the release before payloads moved to
+    // outbox_payload) left it, made with that version's SQL; the Producer
+    // writes payloads inline there, and the agent's start moves them.
+    store::testing::MakeFileAtVersion(path, 4);
+    older.emplace(path, SQLite::OPEN_READWRITE);
+  } else {
+    store::Options options;
+    options.path = path;
+    options.create = true;
+    current.emplace(options);
+  }
+  SQLite::Database& db = plan.migrate ? *older : current->connection();
   // In the same transaction as retention's DELETE: a purge that survived
   // the cut is recorded, one that did not is not.
-  store.connection().exec(
+  db.exec(
       "CREATE TABLE purged(msg_key TEXT PRIMARY KEY);"
       "CREATE TRIGGER outbox_purged AFTER DELETE ON outbox BEGIN"
       " INSERT OR IGNORE INTO purged VALUES(old.msg_key); END;");
-  store::Producer producer(store.connection());
+  store::Producer producer(db);
   for (int i = 0; i < 3; ++i) {
     const std::string key = "pre-" + std::to_string(i);
     producer.Enqueue({kTopic, key, Payload(random), "", {}}, {.standalone = true});
     acknowledged.insert(key);
-  }
-  if (plan.migrate) {
-    // The file as schema version 1 left it.
-    store.connection().exec(
-        "DROP INDEX outbox_retention;"
-        "CREATE INDEX outbox_retention ON outbox(status, updated_at);"
-        "ALTER TABLE outbox DROP COLUMN lease_boot_id;"
-        "ALTER TABLE outbox DROP COLUMN lease_boot_until;"
-        "UPDATE outbox_meta SET value = 1 WHERE key = 'schema_version';");
   }
 }
 
