@@ -111,8 +111,15 @@ bool DeliveryWorker::AwaitRate(Route& route, std::span<Loaded> items) {
   if (wait.count() == 0) return true;
   // The clock may be a test's: the pause is measured on the steady clock
   // from the wait the bucket computed.
-  if (rt_.PauseUntil(std::chrono::steady_clock::now() + wait)) return true;
-  // Stopping: nothing was sent, so nothing is spent.
+  bool go = rt_.PauseUntil(std::chrono::steady_clock::now() + wait);
+  // A row whose lease lapsed during the wait may be another agent's now:
+  // the whole send is given back, as Work() does for a lapse in the queue.
+  const std::int64_t now = rt_.clock->WallMs();
+  for (const Loaded& item : items) {
+    if (item.row.lease_expires_at && now >= *item.row.lease_expires_at) go = false;
+  }
+  if (go) return true;
+  // Stopping or lapsed: nothing was sent, so nothing is spent.
   route.bucket->Refund(messages, bytes);
   for (const Loaded& item : items) rt_.Revert(item.lease);
   return false;
