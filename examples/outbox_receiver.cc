@@ -345,6 +345,9 @@ class Receiver {
       response.set_content("outage (simulated)\n", "text/plain");
       return;
     }
+    // A "compression": "gzip" sender's body arrives decoded: cpp-httplib
+    // built with zlib decodes Content-Encoding: gzip itself. The signature
+    // covers the decoded body, so it is checked on request.body as it is.
     if (!SignatureAccepted(request, request.body, response)) return;
     const std::string key = request.get_header_value("Idempotency-Key");
     if (key.empty()) {

@@ -51,6 +51,27 @@ else
   printf '@row\t7 bytes written per message\tnot measured: bytes_bench not built\t-\t-\t-\t-\n' >>"$rows"
 fi
 
+# Figures 8 and 9, the sinks: broker publishes beside raw client loops (sink_bench starts its
+# own nats-server and mosquitto) and gzip's bytes on the wire.
+sink_bench=$build/tests/transport/sink_bench
+compression_bench=$build/tests/transport/compression_bench
+for binary in "$sink_bench" "$compression_bench"; do
+  name=$(basename "$binary")
+  printf '=== %s\n' "$name" >&2
+  if [ ! -x "$binary" ]; then
+    printf '@row\t8-9 %s\tnot measured: not built\t-\t-\t-\t-\n' "$name" >>"$rows"
+    continue
+  fi
+  figure_start=$(date +%s)
+  if [ "$name" = sink_bench ]; then
+    bench_args=("$reps" "$(awk -v s="$scale" 'BEGIN { printf "%d", 3000 * s }')")
+  else
+    bench_args=(50)
+  fi
+  "$binary" "${bench_args[@]}" | tee -a "$rows" | sed 's/^@row\t/  /' >&2 || status=1
+  printf '    (%ss)\n' "$(( $(date +%s) - figure_start ))" >&2
+done
+
 # Stripped sizes: outboxd and outboxctl beside the naive relay.
 stripped_size() {
   local copy

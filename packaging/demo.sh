@@ -16,7 +16,11 @@
 # Environment (defaults in brackets): DEMO_ORDERS [300], DEMO_RATE [orders/s,
 # 40: below what fsync on both ends allows on a small VM], DEMO_OUTAGE_S [1.5], DEMO_FAIL_RATIO [0.05] (answered 500 before
 # applying), DEMO_LOST_ACK_RATIO [0.05] (applied, then answered 500);
-# DEMO_KEEP=1 keeps the work directory with the databases and logs.
+# DEMO_KEEP=1 keeps the work directory with the databases and logs;
+# DEMO_SINK [http]: "nats" delivers into a NATS JetStream stream on a local
+# nats-server (started here, JetStream on, a port it picks) instead of the
+# example receiver, and checks the stream: each committed order landed once
+# (by Nats-Msg-Id), none rolled back; no receiver outage in that mode.
 # Exit status 0 when every committed order was applied exactly once.
 # Stops everything it started on exit, also on Ctrl-C.
 set -euo pipefail
@@ -25,6 +29,14 @@ here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 ctl="$build/agent/outboxctl"
 outboxd="$build/agent/outboxd"
 receiver="$build/examples/outbox-receiver"
+
+sink=${DEMO_SINK:-http}
+case "$sink" in
+  http) ;;
+  nats) command -v nats-server >/dev/null ||
+          { echo "demo: DEMO_SINK=nats needs nats-server (apt-get install nats-server)" >&2; exit 1; } ;;
+  *) echo "demo: DEMO_SINK must be http or nats, not $sink" >&2; exit 2 ;;
+esac
 
 for program in "$ctl" "$outboxd" "$receiver"; do
   if [ ! -x "$program" ]; then
@@ -83,31 +95,70 @@ fail() {
 DEMO_WEBHOOK_SECRET="whsec_$(head -c 32 /dev/urandom | base64)"
 export DEMO_WEBHOOK_SECRET
 
-echo "== the receiver: applies each message once (store::Inbox), fails on purpose now and then"
-fail_ratio=${DEMO_FAIL_RATIO:-0.05}
-lost_ack_ratio=${DEMO_LOST_ACK_RATIO:-0.05}
-say outbox-receiver --db receiver.db --listen 127.0.0.1:0 --signing-secret env:DEMO_WEBHOOK_SECRET \
-  --outage-file outage --fail-ratio "$fail_ratio" --lose-ack-ratio "$lost_ack_ratio"
-setsid "$receiver" --db "$work/receiver.db" --listen 127.0.0.1:0 \
-  --signing-secret env:DEMO_WEBHOOK_SECRET --outage-file "$work/outage" \
-  --fail-ratio "$fail_ratio" --lose-ack-ratio "$lost_ack_ratio" \
-  >"$work/receiver.port" 2>"$work/receiver.log" &
-pids+=($!)
-port=
-for _ in $(seq 100); do
-  port=$(head -n 1 "$work/receiver.port")
-  [ -n "$port" ] && break
-  kill -0 "${pids[0]}" 2>/dev/null || fail "outbox-receiver did not start"
-  sleep 0.1
-done
-[ -n "$port" ] || fail "outbox-receiver printed no port within 10 s"
-echo "listening on 127.0.0.1:$port"
+start_nats() {
+  echo "== the receiving end: a NATS JetStream stream ORDERS on subject orders"
+  mkdir -p "$work/nats-ports"
+  printf 'listen: "127.0.0.1:-1"\njetstream { store_dir: "%s" }\n' "$work/nats-store" \
+    >"$work/nats.conf"
+  say nats-server -c nats.conf
+  setsid nats-server -c "$work/nats.conf" --ports_file_dir "$work/nats-ports" \
+    >"$work/nats.log" 2>&1 &
+  pids+=($!)
+  port=
+  for _ in $(seq 100); do
+    port=$(cat "$work"/nats-ports/*.ports 2>/dev/null | grep -o '127.0.0.1:[0-9]*' | head -n 1 |
+      cut -d: -f2 || true)
+    [ -n "$port" ] && break
+    kill -0 "${pids[0]}" 2>/dev/null || fail "nats-server did not start"
+    sleep 0.1
+  done
+  [ -n "$port" ] || fail "nats-server wrote no port within 10 s"
+  echo "listening on 127.0.0.1:$port"
+  say python3 demo_jetstream.py create "nats://127.0.0.1:$port" ORDERS orders
+  python3 "$here/demo_jetstream.py" create "nats://127.0.0.1:$port" ORDERS orders ||
+    fail "could not create the stream"
+}
+
+start_receiver() {
+  echo "== the receiver: applies each message once (store::Inbox), fails on purpose now and then"
+  fail_ratio=${DEMO_FAIL_RATIO:-0.05}
+  lost_ack_ratio=${DEMO_LOST_ACK_RATIO:-0.05}
+  say outbox-receiver --db receiver.db --listen 127.0.0.1:0 --signing-secret env:DEMO_WEBHOOK_SECRET \
+    --outage-file outage --fail-ratio "$fail_ratio" --lose-ack-ratio "$lost_ack_ratio"
+  setsid "$receiver" --db "$work/receiver.db" --listen 127.0.0.1:0 \
+    --signing-secret env:DEMO_WEBHOOK_SECRET --outage-file "$work/outage" \
+    --fail-ratio "$fail_ratio" --lose-ack-ratio "$lost_ack_ratio" \
+    >"$work/receiver.port" 2>"$work/receiver.log" &
+  pids+=($!)
+  port=
+  for _ in $(seq 100); do
+    port=$(head -n 1 "$work/receiver.port")
+    [ -n "$port" ] && break
+    kill -0 "${pids[0]}" 2>/dev/null || fail "outbox-receiver did not start"
+    sleep 0.1
+  done
+  [ -n "$port" ] || fail "outbox-receiver printed no port within 10 s"
+  echo "listening on 127.0.0.1:$port"
+}
+
+if [ "$sink" = nats ]; then
+  start_nats
+else
+  start_receiver
+fi
 
 echo
 echo "== the shop's database and outboxd beside it"
 say outboxctl --db shop.db init
 "$ctl" --db "$work/shop.db" init
 python3 "$here/demo_producer.py" --create-orders-table "$work/shop.db"
+if [ "$sink" = nats ]; then
+  # JetStream drops a resend by its Nats-Msg-Id (the message id): no
+  # signature, no inbox needed for exactly-once within the duplicate window.
+  route="\"url\": \"nats://127.0.0.1:$port/orders\""
+else
+  route="\"url\": \"http://127.0.0.1:$port/orders\", \"signing_secret\": \"env:DEMO_WEBHOOK_SECRET\""
+fi
 cat >"$work/outboxd.json" <<EOF
 {
   "sweep_interval_ms": 100,
@@ -115,13 +166,12 @@ cat >"$work/outboxd.json" <<EOF
   "log": { "level": "warn" },
   "topics": {
     "order.created": {
-      "url": "http://127.0.0.1:$port/orders",
+      $route,
       "workers": 4,
       "timeout_ms": 2000,
       "retry": { "strategy": "exponential", "first_interval_ms": 100,
                  "max_interval_ms": 1000, "max_attempts": 10, "jitter": 0.2 },
       "breaker": { "failure_threshold": 5, "open_ms": 250, "max_open_ms": 1000 },
-      "signing_secret": "env:DEMO_WEBHOOK_SECRET",
       "on_delivered": "UPDATE orders SET confirmed_at = :now WHERE 'order-' || id = :key"
     }
   }
@@ -136,9 +186,14 @@ echo "== the shop: Python's sqlite3, the order and its outbox row in one transac
 say python3 demo_producer.py --db shop.db ...
 # In the background and waited for, so that a signal to this script runs
 # its trap at once instead of after the producer.
+if [ "$sink" = nats ]; then
+  receiving=(--nats-url "nats://127.0.0.1:$port" --stream ORDERS)
+else
+  receiving=(--receiver-db "$work/receiver.db" --receiver-url "http://127.0.0.1:$port"
+             --outage-file "$work/outage")
+fi
 no_proxy="127.0.0.1,localhost${no_proxy:+,$no_proxy}" setsid python3 "$here/demo_producer.py" \
-  --db "$work/shop.db" --receiver-db "$work/receiver.db" \
-  --receiver-url "http://127.0.0.1:$port" --outage-file "$work/outage" \
+  --db "$work/shop.db" "${receiving[@]}" \
   --orders "${DEMO_ORDERS:-300}" --rate "${DEMO_RATE:-40}" \
   --outage-s "${DEMO_OUTAGE_S:-1.5}" &
 pids+=($!)
@@ -152,5 +207,5 @@ say outboxctl --db shop.db stats
 
 stop_all
 echo
-echo "outboxd and outbox-receiver stopped"
+echo "outboxd and the receiving end stopped"
 [ "$status" -eq 0 ] || fail "the summary above shows a problem"

@@ -6,7 +6,8 @@ Each order is ONE SQLite transaction on the shop's own file: the order row and
 its outbox row commit together, or (a declined payment) roll back together.
 outboxd, beside it, notices the commit and pushes the message to the receiver;
 the shop never talks HTTP. Half-way through, the receiver goes down for a
-moment (the outage file exists).
+moment (the outage file exists). With --nats-url the receiving end is a NATS
+JetStream stream instead (demo.sh's DEMO_SINK=nats), read back at the end.
 
 Then it waits until everything committed has been applied by the receiver and
 prints a summary. Exit status 0 when every committed order was delivered and
@@ -44,10 +45,12 @@ def now_ms():
 class Monitor:
     """Reads the progress: the outbox's states and the receiver's counters."""
 
-    def __init__(self, db, receiver_url):
+    def __init__(self, db, receiver_url, jetstream=None, stream=None):
         # Read-only, so the monitor never takes a write lock from the shop or outboxd.
         self.db = sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=5, isolation_level=None)
-        self.stats_url = receiver_url.rstrip("/") + "/stats"
+        self.stats_url = (receiver_url or "").rstrip("/") + "/stats"
+        self.jetstream = jetstream
+        self.stream = stream
         self.last_stats = {}
 
     def outbox_counts(self):
@@ -58,6 +61,9 @@ class Monitor:
                 "in_flight": counts[3]}
 
     def receiver_stats(self):
+        if self.jetstream is not None:
+            self.last_stats = {"applied": self.jetstream.count(self.stream)}
+            return self.last_stats
         try:
             with urllib.request.urlopen(self.stats_url, timeout=2) as response:
                 self.last_stats = json.load(response)
@@ -86,9 +92,11 @@ def percentile(sorted_values, p):
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--db", required=True, help="the shop's SQLite file (outbox schema in it)")
-    parser.add_argument("--receiver-db", required=True, help="the receiver's SQLite file")
-    parser.add_argument("--receiver-url", required=True, help="http://HOST:PORT of the receiver")
-    parser.add_argument("--outage-file", required=True, help="exists while the receiver is down")
+    parser.add_argument("--receiver-db", help="the receiver's SQLite file")
+    parser.add_argument("--receiver-url", help="http://HOST:PORT of the receiver")
+    parser.add_argument("--outage-file", help="exists while the receiver is down")
+    parser.add_argument("--nats-url", help="nats://HOST:PORT: the receiving end is JetStream")
+    parser.add_argument("--stream", default="ORDERS", help="the JetStream stream (with --nats-url)")
     parser.add_argument("--orders", type=int, default=300, help="orders to attempt")
     parser.add_argument("--rate", type=float, default=40, help="orders per second")
     parser.add_argument("--rollback-ratio", type=float, default=0.1,
@@ -101,12 +109,20 @@ def main():
     args = parser.parse_args()
     if args.orders < 1 or args.rate <= 0 or not 0 <= args.rollback_ratio < 1:
         parser.error("--orders, --rate and --rollback-ratio must be positive (ratio below 1)")
+    if args.nats_url is None and None in (args.receiver_db, args.receiver_url, args.outage_file):
+        parser.error("give --receiver-db, --receiver-url and --outage-file, or --nats-url")
+    if args.nats_url is not None:
+        args.outage_s = 0  # the stream has no outage switch
     rng = random.Random(args.seed)
 
     # isolation_level=None: the transactions below are exactly the SQL written.
     shop = sqlite3.connect(args.db, timeout=5, isolation_level=None)
     shop.execute(ORDERS_TABLE)
-    monitor = Monitor(args.db, args.receiver_url)
+    jetstream = None
+    if args.nats_url is not None:
+        from demo_jetstream import JetStream  # beside this file
+        jetstream = JetStream(args.nats_url)
+    monitor = Monitor(args.db, args.receiver_url, jetstream, args.stream)
 
     committed = {}  # msg_key -> ms when COMMIT returned
     rolled_back = set()
@@ -177,11 +193,17 @@ def main():
     if not done:
         print(f"gave up after waiting {args.timeout_s:g}s", flush=True)
 
-    # The receiver's own table says what was applied, and when.
-    receiver = sqlite3.connect(f"file:{args.receiver_db}?mode=ro", uri=True, timeout=5)
-    applied_rows = receiver.execute("SELECT body, applied_at FROM orders_received").fetchall()
-    applied_ids = receiver.execute(
-        "SELECT count(*), count(DISTINCT message_id) FROM orders_received").fetchone()
+    if jetstream is not None:
+        # The stream says what landed (by Nats-Msg-Id), and when it was stored.
+        landed = jetstream.messages(args.stream)
+        applied_rows = [(body, stored_at) for _, body, stored_at in landed]
+        applied_ids = (len(landed), len({msg_id for msg_id, _, _ in landed}))
+    else:
+        # The receiver's own table says what was applied, and when.
+        receiver = sqlite3.connect(f"file:{args.receiver_db}?mode=ro", uri=True, timeout=5)
+        applied_rows = receiver.execute("SELECT body, applied_at FROM orders_received").fetchall()
+        applied_ids = receiver.execute(
+            "SELECT count(*), count(DISTINCT message_id) FROM orders_received").fetchone()
     applied_keys = {}
     for body, applied_at in applied_rows:
         key = json.loads(body)["key"]

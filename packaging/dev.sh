@@ -243,7 +243,7 @@ cmd_demo() {
 
 cmd_bench() {
   install_deps
-  stage "build (g++, Release): the benchmarks, outboxd, outboxctl"
+  stage "build (g++, Release): the benchmarks, outboxd, outboxctl, the sink benchmarks"
   # Warnings stay warnings here: g++ 12 at -O3 reports false -Wrestrict
   # positives inside libstdc++'s std::string (GCC bug 105329); the test
   # command builds everything with warnings as errors.
@@ -252,7 +252,8 @@ cmd_bench() {
     launcher=(-DCMAKE_C_COMPILER_LAUNCHER=ccache -DCMAKE_CXX_COMPILER_LAUNCHER=ccache)
   CC=gcc CXX=g++ cmake -S "$root" -B "$root/build-bench" -G Ninja -DCMAKE_BUILD_TYPE=Release \
     -DCMAKE_COMPILE_WARNING_AS_ERROR=OFF "${launcher[@]}" >/dev/null
-  cmake --build "$root/build-bench" -j "$jobs" --target outbox_bench naive_relay bytes_bench outboxd outboxctl
+  cmake --build "$root/build-bench" -j "$jobs" --target outbox_bench naive_relay bytes_bench outboxd \
+    outboxctl sink_bench compression_bench
   stage_done
   stage "benchmarks"
   "$root/packaging/bench.sh" "$root/build-bench"

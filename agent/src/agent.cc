@@ -169,6 +169,7 @@ void Agent::Stop(std::chrono::milliseconds grace) {
   }
   const auto deadline = std::chrono::steady_clock::now() + grace;
   rt.stopping.store(true);
+  rt.EndPauses();
   d.watcher.reset();
   d.sweeper.reset();  // stops and joins its thread
   d.DrainPools(deadline);

@@ -360,6 +360,18 @@ void ReadTls(Section& section, transport::TlsOptions& tls) {
   section.WarnUnknown();
 }
 
+void ReadRateLimit(Section& section, RateLimit& limit) {
+  std::int64_t messages = 0;
+  std::int64_t bytes = 0;
+  if (section.Read("messages_per_s", messages, kNonNegative)) {
+    limit.messages_per_s = static_cast<double>(messages);
+  }
+  if (section.Read("bytes_per_s", bytes, kNonNegative)) {
+    limit.bytes_per_s = static_cast<double>(bytes);
+  }
+  section.WarnUnknown();
+}
+
 // A broker credential: a secret reference resolved here, or (with a warning)
 // the value itself.
 void ReadSecret(Section& section, std::string_view key, std::string& out) {
@@ -490,6 +502,7 @@ ReadTopicResult ReadTopic(Section& topic, std::vector<std::string>& adjustments)
   topic.ReadInt("workers", result.workers, Limit(limits::kWorkers));
   topic.ReadInt("queue_capacity", result.queue_capacity, Limit(limits::kQueueCapacity));
   topic.ReadInt("queue_bytes", result.queue_bytes, Limit(limits::kQueueBytes));
+  topic.ReadInt("priority", result.priority, Limit(limits::kPriority));
   read.timeout_written = topic.Read("timeout_ms", endpoint.timeout_ms, kPositive);
   topic.Read("connect_timeout_ms", endpoint.connect_timeout_ms, kPositive);
   topic.Read("content_type", endpoint.content_type);
@@ -502,6 +515,12 @@ ReadTopicResult ReadTopic(Section& topic, std::vector<std::string>& adjustments)
   topic.Read("ce_source", endpoint.ce_source);
   topic.Read("dataschema", endpoint.dataschema);
   topic.Read("max_retry_after_ms", endpoint.max_retry_after_ms, kNonNegative);
+  topic.ReadChoice<transport::Compression>(
+      "compression",
+      {{"none", transport::Compression::kNone}, {"gzip", transport::Compression::kGzip}},
+      endpoint.compression);
+  topic.ReadInt("compress_min_bytes", endpoint.compress_min_bytes,
+                Limit(limits::kCompressMinBytes));
   if (auto headers = topic.Object("headers", /*user_keys=*/true)) {
     read.header_names = ReadHeaders(*headers, endpoint.headers);
   }
@@ -521,6 +540,7 @@ ReadTopicResult ReadTopic(Section& topic, std::vector<std::string>& adjustments)
     }
   }
   if (auto ordering = topic.Object("ordering")) ReadOrdering(*ordering, result.ordering);
+  if (auto rate = topic.Object("rate_limit")) ReadRateLimit(*rate, result.rate_limit);
   topic.WarnUnknown();
   const Value* secrets = topic.Find("signing_secret");
   read.secrets_as_array = secrets != nullptr && secrets->IsArray();

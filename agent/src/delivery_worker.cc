@@ -99,6 +99,7 @@ void DeliveryWorker::Send(Route& route, std::span<Loaded> items) {
     FinishDelivered(route, items, nullptr);
     return;
   }
+  if (route.bucket && !AwaitRate(route, items)) return;
   HandlerResult result = SafeHandle(route, deliveries);
   if (result.outcome == Outcome::kMessageFailure && !result.endpoint_gone && items.size() > 1) {
     // One bad member refuses the whole batch: halve it until the bad one
@@ -115,6 +116,29 @@ void DeliveryWorker::Send(Route& route, std::span<Loaded> items) {
   for (Loaded& item : items) Resolve(route, item, result);
 }
 
+bool DeliveryWorker::AwaitRate(Route& route, std::span<Loaded> items) {
+  std::int64_t bytes = 0;
+  for (const Loaded& item : items) bytes += static_cast<std::int64_t>(item.row.payload.size());
+  const auto messages = static_cast<std::int64_t>(items.size());
+  const auto now = rt_.clock->Monotonic();
+  const std::chrono::microseconds wait = route.bucket->Reserve(messages, bytes, now);
+  if (wait.count() == 0) return true;
+  // The clock may be a test's: the pause is measured on the steady clock
+  // from the wait the bucket computed.
+  bool go = rt_.PauseUntil(std::chrono::steady_clock::now() + wait);
+  // A row whose lease lapsed during the wait may be another agent's now:
+  // the whole send is given back, as Work() does for a lapse in the queue.
+  const std::int64_t now = rt_.clock->WallMs();
+  for (const Loaded& item : items) {
+    if (item.row.lease_expires_at && now >= *item.row.lease_expires_at) go = false;
+  }
+  if (go) return true;
+  // Stopping or lapsed: nothing was sent, so nothing is spent.
+  route.bucket->Refund(messages, bytes);
+  for (const Loaded& item : items) rt_.Revert(item.lease);
+  return false;
+}
+
 void DeliveryWorker::Resolve(Route& route, Loaded& item, const HandlerResult& result) {
   Breaker& breaker = *route.breaker;
   EndpointHealth health;
@@ -129,11 +153,14 @@ void DeliveryWorker::Resolve(Route& route, Loaded& item, const HandlerResult& re
                    breaker.endpoint());
   }
   if (decision.endpoint_failure && breaker.OnFailure(decision.configuration_failure)) {
-    if (decision.configuration_failure) {
+    if (decision.configuration_failure && !health.breaker_closed) {
+      // A failed probe: said once already, when the breaker opened.
+      rt_.log->debug("endpoint {} still refuses us: {}", breaker.endpoint(), Describe(result));
+    } else if (decision.configuration_failure) {
       rt_.log->error(
-          "endpoint {} answered HTTP {}: check its URL and credentials; breaker open, the "
-          "backlog waits",
-          breaker.endpoint(), result.http_status);
+          "endpoint {} refused us ({}): check its URL, credentials and options; breaker open, "
+          "the backlog waits",
+          breaker.endpoint(), Describe(result));
     } else {
       rt_.log->warn("breaker open for endpoint {} after: {}", breaker.endpoint(),
                     Describe(result));
@@ -152,11 +179,11 @@ void DeliveryWorker::Apply(Route& route, Loaded& item, const Decision& decision,
       rt_.Revert(item.lease);
       return;
     case Action::kDead:
-      rt_.metrics->AttemptFailed(item.row.topic, decision.count_attempt);
+      rt_.metrics->AttemptFailed(item.row.topic, decision.count_attempt, route.sink);
       FinishDead(route, item, decision.error, decision.count_attempt, decision.dead_reason);
       return;
     case Action::kReschedule: {
-      rt_.metrics->AttemptFailed(item.row.topic, decision.count_attempt);
+      rt_.metrics->AttemptFailed(item.row.topic, decision.count_attempt, route.sink);
       const store::Lease lease = item.lease;
       rt_.writer->Submit({[lease, cost = decision.count_attempt, next = decision.next_attempt_at,
                            error = decision.error, now](store::Store& s) {

@@ -35,6 +35,9 @@ class DeliveryWorker {
   };
 
   void Send(Route& route, std::span<Loaded> items);
+  // Waits for the route's rate limit to allow `items`; false (rows given
+  // back to pending) when the agent stops meanwhile or a lease lapsed.
+  bool AwaitRate(Route& route, std::span<Loaded> items);
   void Resolve(Route& route, Loaded& item, const HandlerResult& result);
   void Apply(Route& route, Loaded& item, const Decision& decision, std::int64_t now,
              const HandlerResult& result);

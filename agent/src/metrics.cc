@@ -85,10 +85,11 @@ void Metrics::Delivered(std::string_view topic, double latency_seconds) {
   }
 }
 
-void Metrics::AttemptFailed(std::string_view topic, bool cost_attempt) {
+void Metrics::AttemptFailed(std::string_view topic, bool cost_attempt, std::string_view sink) {
   std::lock_guard lock(impl_->mutex);
   TopicCounters& c = impl_->For(topic);
   ++c.attempt_failures;
+  if (!sink.empty()) ++c.attempt_failures_by_sink[std::string(sink)];
   if (!cost_attempt) ++c.attempts_saved;
 }
 

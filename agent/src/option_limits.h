@@ -27,5 +27,9 @@ inline constexpr Range kFailureThreshold{1, 1'000'000};
 inline constexpr Range kWatchPollMs{1, 1000};
 inline constexpr Range kMetricsMaxTopics{0, 10'000};
 inline constexpr Range kArchiveKeep{0, 1000};
+// A topic's claim priority (higher first).
+inline constexpr Range kPriority{-1000, 1000};
+// Smallest HTTP body gzip-compressed, bytes (0 = every body).
+inline constexpr Range kCompressMinBytes{0, 64 * 1024 * 1024};
 
 }  // namespace outbox::agent::limits

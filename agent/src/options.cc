@@ -41,6 +41,10 @@ void Validate(const Options& options) {
     CheckRange(where + "workers", topic.workers, limits::kWorkers);
     CheckRange(where + "queue_capacity", topic.queue_capacity, limits::kQueueCapacity);
     CheckRange(where + "queue_bytes", topic.queue_bytes, limits::kQueueBytes);
+    CheckRange(where + "priority", topic.priority, limits::kPriority);
+    if (!(topic.rate_limit.messages_per_s >= 0) || !(topic.rate_limit.bytes_per_s >= 0)) {
+      throw std::invalid_argument(where + "rate_limit: rates must be 0 (no limit) or positive");
+    }
     try {
       store::Validate(topic.retry);
     } catch (const std::invalid_argument& e) {

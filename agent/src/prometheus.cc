@@ -198,6 +198,20 @@ std::optional<int> BreakerStateValue(std::string_view state) {
   return std::nullopt;
 }
 
+// outbox_attempt_failures_total per topic and kind of sink; failures of no
+// known kind (none, in the agent) keep the topic-only series.
+void RenderAttemptFailures(Exposition& out, std::string_view name, const std::string& topic,
+                           const TopicCounters& counters) {
+  std::int64_t by_kind = 0;
+  for (const auto& [sink, failures] : counters.attempt_failures_by_sink) {
+    out.CounterSample(name, {{"topic", topic}, {"sink", sink}}, failures);
+    by_kind += failures;
+  }
+  if (counters.attempt_failures_by_sink.empty() || counters.attempt_failures > by_kind) {
+    out.CounterSample(name, {{"topic", topic}}, counters.attempt_failures - by_kind);
+  }
+}
+
 void RenderCounters(Exposition& out, const MetricsSnapshot& snapshot) {
   struct Counter {
     const char* name;
@@ -231,7 +245,11 @@ void RenderCounters(Exposition& out, const MetricsSnapshot& snapshot) {
   for (const Counter& counter : kCounters) {
     out.CounterFamily(counter.name, counter.help, counter.clashes_with_gauge);
     for (const auto& [label, counters] : snapshot.topics) {
-      out.CounterSample(counter.name, {{"topic", label}}, counters.*counter.field);
+      if (counter.field == &TopicCounters::attempt_failures) {
+        RenderAttemptFailures(out, counter.name, label, counters);
+      } else {
+        out.CounterSample(counter.name, {{"topic", label}}, counters.*counter.field);
+      }
     }
   }
   out.CounterFamily("outbox_taken_back_total",

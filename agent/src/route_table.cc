@@ -1,5 +1,7 @@
 #include "route_table.h"
 
+#include <algorithm>
+
 #include "sink_handler.h"
 
 namespace outbox::agent {
@@ -17,6 +19,7 @@ void RouteTable::Build(
     std::string endpoint;
     if (auto custom = handlers.find(name); custom != handlers.end()) {
       route->handler = custom->second;
+      route->sink = "handler";
       endpoint = "handler:" + name;
     } else {
       if (topic.endpoint.url.empty()) {
@@ -30,9 +33,11 @@ void RouteTable::Build(
       } catch (const std::invalid_argument& e) {
         throw std::invalid_argument("topics.\"" + name + "\"." + e.what());
       }
+      route->sink = transport::SinkKindName(transport::SinkKindOf(topic.endpoint.url));
       endpoint = topic.endpoint.url.substr(0, topic.endpoint.url.find('?'));
     }
     route->breaker = BreakerFor(endpoint, topic);
+    route->bucket = SharedBucket(name, topic.rate_limit);
     if (name == "*") wildcard_ = route.get();
     routes_.emplace(name, std::move(route));
   }
@@ -70,6 +75,10 @@ RouteTable::Served RouteTable::ToServe(std::vector<std::string> pending_topics) 
       served.unrouted.push_back(std::move(topic));
     }
   }
+  // Higher priority first; stable, so equal ones keep their order.
+  std::stable_sort(served.topics.begin(), served.topics.end(), [](const auto& a, const auto& b) {
+    return a.first->options.priority > b.first->options.priority;
+  });
   return served;
 }
 

@@ -15,17 +15,23 @@
 #include "completion.h"
 #include "outbox/agent.h"
 #include "pool.h"
+#include "rate_limiter.h"
 
 namespace outbox::agent {
 
 struct Route {
   std::string name;  // the config key: a topic or "*"
+  // The kind of sink, for metric labels: "http", "nats", "mqtt", or
+  // "handler" for a custom Handler.
+  std::string sink;
   TopicOptions options;
   std::shared_ptr<Handler> handler;
   // Completion hooks, shared with the writer tasks that run them.
   std::shared_ptr<const RouteHooks> hooks;
   std::shared_ptr<Breaker> breaker;  // shared by every route to the same endpoint
   std::unique_ptr<WorkerPool> pool;
+  // The topic's rate limit, shared process-wide; null = none.
+  std::shared_ptr<TokenBucket> bucket;
   // The pool refused rows: wake the sweeper when it has room again.
   std::atomic<bool> backlog{false};
 };
@@ -55,8 +61,8 @@ class RouteTable {
   std::vector<std::string> Names() const;
 
   // What the sweeper serves: every configured topic, plus each topic of
-  // `pending_topics` that only "*" routes; `unrouted` gets the pending
-  // topics nothing routes.
+  // `pending_topics` that only "*" routes, highest priority first;
+  // `unrouted` gets the pending topics nothing routes.
   struct Served {
     std::vector<std::pair<Route*, std::string>> topics;
     std::vector<std::string> unrouted;

@@ -64,6 +64,18 @@ struct Runtime {
   std::atomic<std::int64_t> unrouted_pending{0};
   Wakeup wakeup;
 
+  // Waits until `deadline` (true) or until the agent stops (false): the
+  // rate limit's pause, which a stop must not sit out.
+  bool PauseUntil(std::chrono::steady_clock::time_point deadline) {
+    std::unique_lock lock(pause_mutex_);
+    return !pause_cv_.wait_until(lock, deadline, [this] { return stopping.load(); });
+  }
+  // Ends every PauseUntil (after stopping was set).
+  void EndPauses() {
+    { std::lock_guard lock(pause_mutex_); }
+    pause_cv_.notify_all();
+  }
+
   std::int64_t LeaseUntil(std::int64_t now) const { return now + options.lease_timeout_ms; }
 
   // Gives a claimed row back to pending at once, no attempt counted.
@@ -83,6 +95,8 @@ struct Runtime {
   }
 
  private:
+  std::mutex pause_mutex_;
+  std::condition_variable pause_cv_;
   std::mutex random_mutex_;
   std::mt19937_64 random_{std::random_device{}()};  // guarded by random_mutex_
 };

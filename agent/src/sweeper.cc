@@ -3,6 +3,7 @@
 #include <spdlog/logger.h>
 
 #include <algorithm>
+#include <map>
 
 #include "completion_tasks.h"
 #include "owner.h"
@@ -175,19 +176,32 @@ std::vector<store::Claimed> Sweeper::ClaimDue(const std::string& topic, int& wan
 
 void Sweeper::PumpPass() {
   const std::int64_t now = rt_.clock->WallMs();
+  // Per endpoint (breaker), the priority of a topic there that still has
+  // due rows it could not claim: lower priorities on that endpoint wait.
+  std::map<const Breaker*, int> held;
   for (auto& served : TopicsToServe().topics) {
     Route* route = served.first;
     const std::string& topic = served.second;  // clang 14 cannot capture bindings
     if (rt_.stopping.load()) return;
+    const int priority = route->options.priority;
+    if (const auto it = held.find(route->breaker.get());
+        it != held.end() && it->second > priority) {
+      continue;
+    }
+    const auto hold = [&] { held.try_emplace(route->breaker.get(), priority); };
     for (;;) {
       if (!reader_->HasDue(topic, now)) break;
       const int free = route->pool->FreeSlots();
       if (free == 0) {
         route->backlog.store(true);
+        hold();
         break;
       }
       const Breaker::Permit permit = route->breaker->Acquire();
-      if (permit == Breaker::Permit::kDenied) break;
+      if (permit == Breaker::Permit::kDenied) {
+        hold();
+        break;
+      }
       // One transaction claims what the pool has room for, up to
       // kClaimRowsPerTransaction, in statements of claim_batch rows. A
       // transaction per statement made every claim_batch rows a round trip
@@ -201,6 +215,7 @@ void Sweeper::PumpPass() {
       if (claimed.empty() && permit == Breaker::Permit::kProbe) route->breaker->CancelProbe();
       const bool all_claimed = static_cast<int>(claimed.size()) >= want;
       dispatcher_.DispatchAll(std::move(claimed));
+      if (permit == Breaker::Permit::kProbe) hold();
       if (permit == Breaker::Permit::kProbe || !all_claimed) break;
     }
   }

@@ -16,6 +16,7 @@
 #include <thread>
 
 #include "../common/temp_dir.h"
+#include "../common/wait_for.h"
 #include "../transport/test_server.h"
 #include "outbox/agent.h"
 
@@ -49,17 +50,7 @@ class FakeClock final : public Clock {
   std::atomic<std::int64_t> wall_jump_ms_{0};
 };
 
-// Polls `condition` until it holds or `limit` passes. The pause between polls
-// only paces the polling; correctness never depends on it.
-inline bool WaitFor(const std::function<bool()>& condition,
-                    std::chrono::milliseconds limit = std::chrono::seconds(10)) {
-  const auto deadline = std::chrono::steady_clock::now() + limit;
-  while (!condition()) {
-    if (std::chrono::steady_clock::now() > deadline) return false;
-    std::this_thread::sleep_for(std::chrono::milliseconds(2));
-  }
-  return true;
-}
+using outbox::testing::WaitFor;
 
 class AgentTest : public ::testing::Test {
  protected:

@@ -15,6 +15,7 @@
 #include <thread>
 #include <vector>
 
+#include "../common/wait_for.h"
 #include "../store/old_schema.h"
 #include "outbox/agent.h"
 
@@ -84,16 +85,7 @@ agent::Options AgentOptions(const std::string& path, const std::string& owner) {
   return options;
 }
 
-// Waits until `done` holds, polling; false at the deadline.
-template <typename Done>
-bool WaitFor(Done done, std::chrono::seconds limit) {
-  const auto deadline = std::chrono::steady_clock::now() + limit;
-  while (!done()) {
-    if (std::chrono::steady_clock::now() > deadline) return false;
-    std::this_thread::sleep_for(std::chrono::milliseconds(2));
-  }
-  return true;
-}
+using outbox::testing::WaitFor;
 
 std::string Payload(std::mt19937_64& random) {
   std::string payload(16 + random() % 3000, 'x');

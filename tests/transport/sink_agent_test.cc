@@ -15,7 +15,9 @@
 #include <thread>
 #include <vector>
 
+#include "../common/wait_for.h"
 #include "broker_servers.h"
+#include "jetstream_stream.h"
 #include "outbox/agent.h"
 #include "outbox/store.h"
 #include "outbox/transport.h"
@@ -25,62 +27,10 @@ namespace {
 
 using namespace std::chrono_literals;
 
-bool WaitFor(const std::function<bool()>& condition, std::chrono::milliseconds limit = 60s) {
-  const auto deadline = std::chrono::steady_clock::now() + limit;
-  while (!condition()) {
-    if (std::chrono::steady_clock::now() > deadline) return false;
-    std::this_thread::sleep_for(2ms);  // paces the polling only
-  }
-  return true;
-}
+using outbox::testing::WaitFor;
 
-// Reads the stream back: its message count and every Nats-Msg-Id.
-class Stream {
- public:
-  Stream(int port, const char* name, const char* subject) : name_(name) {
-    const std::string url = "nats://127.0.0.1:" + std::to_string(port);
-    EXPECT_EQ(natsConnection_ConnectTo(&connection_, url.c_str()), NATS_OK);
-    EXPECT_EQ(natsConnection_JetStream(&js_, connection_, nullptr), NATS_OK);
-    jsStreamConfig config;
-    jsStreamConfig_Init(&config);
-    config.Name = name;
-    const char* subjects[] = {subject};
-    config.Subjects = subjects;
-    config.SubjectsLen = 1;
-    config.Storage = js_FileStorage;  // survives the server's restart
-    jsStreamInfo* info = nullptr;
-    EXPECT_EQ(js_AddStream(&info, js_, &config, nullptr, nullptr), NATS_OK);
-    jsStreamInfo_Destroy(info);
-  }
-  ~Stream() {
-    jsCtx_Destroy(js_);
-    natsConnection_Destroy(connection_);
-  }
-  std::uint64_t Count() {
-    jsStreamInfo* info = nullptr;
-    if (js_GetStreamInfo(&info, js_, name_.c_str(), nullptr, nullptr) != NATS_OK) return 0;
-    const std::uint64_t count = info->State.Msgs;
-    jsStreamInfo_Destroy(info);
-    return count;
-  }
-  std::multiset<std::string> Ids() {
-    std::multiset<std::string> ids;
-    const std::uint64_t count = Count();
-    for (std::uint64_t seq = 1; seq <= count; ++seq) {
-      natsMsg* msg = nullptr;
-      if (js_GetMsg(&msg, js_, name_.c_str(), seq, nullptr, nullptr) != NATS_OK) continue;
-      const char* id = nullptr;
-      if (natsMsgHeader_Get(msg, "Nats-Msg-Id", &id) == NATS_OK) ids.insert(id);
-      natsMsg_Destroy(msg);
-    }
-    return ids;
-  }
-
- private:
-  std::string name_;
-  natsConnection* connection_ = nullptr;
-  jsCtx* js_ = nullptr;
-};
+// Long enough for a loaded CI machine; the waits end as soon as they can.
+constexpr std::chrono::milliseconds kDeadline = 60s;
 
 class AgentIntoJetStream : public ::testing::Test {
  protected:
@@ -145,11 +95,11 @@ class AgentIntoJetStream : public ::testing::Test {
 };
 
 TEST_F(AgentIntoJetStream, ThousandCommittedMessagesLandExactlyOnce) {
-  Stream stream(server_.port(), "ORDERS", "orders");
+  testing::JetStreamStream stream(server_.port(), "ORDERS", "orders");
   agent::Agent agent(AgentOptions());
   agent.Start();
   const std::multiset<std::string> committed = Commit(agent, 0, 1000);
-  ASSERT_TRUE(WaitFor([&] { return Count("delivered") == 1000; }))
+  ASSERT_TRUE(WaitFor([&] { return Count("delivered") == 1000; }, kDeadline))
       << Count("delivered") << " delivered";
   agent.Stop();
   EXPECT_EQ(stream.Count(), 1000U);
@@ -159,12 +109,12 @@ TEST_F(AgentIntoJetStream, ThousandCommittedMessagesLandExactlyOnce) {
 
 TEST_F(AgentIntoJetStream, ServerOutageCostsNoMessageAndLandsEachOnce) {
   {
-    Stream stream(server_.port(), "ORDERS", "orders");
+    testing::JetStreamStream stream(server_.port(), "ORDERS", "orders");
   }
   agent::Agent agent(AgentOptions());
   agent.Start();
   std::multiset<std::string> committed = Commit(agent, 0, 200);
-  ASSERT_TRUE(WaitFor([&] { return Count("delivered") == 200; }));
+  ASSERT_TRUE(WaitFor([&] { return Count("delivered") == 200; }, kDeadline));
   server_.Stop();
   const std::multiset<std::string> during = Commit(agent, 200, 300);
   committed.insert(during.begin(), during.end());
@@ -176,13 +126,13 @@ TEST_F(AgentIntoJetStream, ServerOutageCostsNoMessageAndLandsEachOnce) {
       if (breaker.state == "open") return true;
     }
     return false;
-  }));
+  }, kDeadline));
   server_.Start();
-  ASSERT_TRUE(WaitFor([&] { return Count("delivered") == 500; }))
+  ASSERT_TRUE(WaitFor([&] { return Count("delivered") == 500; }, kDeadline))
       << Count("delivered") << " delivered, " << Count("dead") << " dead";
   agent.Stop();
   EXPECT_EQ(Count("dead"), 0);
-  Stream stream(server_.port(), "ORDERS", "orders");
+  testing::JetStreamStream stream(server_.port(), "ORDERS", "orders");
   EXPECT_EQ(stream.Count(), 500U);
   EXPECT_EQ(stream.Ids(), committed);
 }

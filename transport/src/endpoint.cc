@@ -138,6 +138,9 @@ class Endpoint::Impl {
 
   const EndpointOptions& options() const { return options_; }
 
+  // Compresses `body` when the options say so, then sends it.
+  Result Post(std::string body, Headers headers);
+
   Result Send(std::string_view body, const Headers& headers);
 
   void AbortAll() {
@@ -364,6 +367,30 @@ Result Endpoint::Impl::Send(std::string_view body, const Headers& headers) {
   return result;
 }
 
+Result Endpoint::Impl::Post(std::string body, Headers headers) {
+  const bool compress = options_.compression == Compression::kGzip &&
+                        body.size() >= options_.compress_min_bytes;
+  if (compress) {
+    // The signature in `headers` was made over the uncompressed body: the
+    // receiver checks it after decoding, as Standard Webhooks expects.
+    body = internal::Gzip(body);
+    headers.emplace_back("Content-Encoding", "gzip");
+  }
+  Result result = Send(body, headers);
+  if (compress && result.http_status == 415) {
+    // Unsupported Media Type to a compressed body refuses the encoding, which
+    // every message would meet: the endpoint's configuration is wrong, not
+    // this message.
+    result.outcome = Outcome::kEndpointFailure;
+    result.configuration_failure = true;
+    result.error =
+        "HTTP 415 to a gzip body: the receiver does not accept Content-Encoding: gzip (set "
+        "compression to none or make it decode gzip)" +
+        result.error.substr(std::min(result.error.size(), std::string_view("HTTP 415").size()));
+  }
+  return result;
+}
+
 void Endpoint::Impl::CollectSecrets() {
   const auto add = [this](std::string_view value) {
     if (value.size() < kMinRedactedBytes) return;
@@ -409,7 +436,7 @@ Result Endpoint::Push(const Message& message) {
     // A malformed row is the message's own fault; no request is made.
     return impl_->MessageFailureWithoutIo(error.what());
   }
-  return impl_->Send(body, headers);
+  return impl_->Post(std::move(body), std::move(headers));
 }
 
 Result Endpoint::PushBatch(std::span<const Message> messages) {
@@ -436,7 +463,7 @@ Result Endpoint::PushBatch(std::span<const Message> messages) {
   } catch (const std::invalid_argument& error) {
     return impl_->MessageFailureWithoutIo(error.what());
   }
-  return impl_->Send(body, headers);
+  return impl_->Post(std::move(body), std::move(headers));
 }
 
 void Endpoint::AbortAll() { impl_->AbortAll(); }

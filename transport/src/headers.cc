@@ -12,11 +12,13 @@ namespace {
 
 // Headers a row may never set: the ones carrying the message's identity and
 // authenticity, credentials, and the ones that frame the request (a row
-// setting Content-Length or Transfer-Encoding could smuggle a second request).
-constexpr std::array<std::string_view, 11> kReservedNames = {"Idempotency-Key",
+// setting Content-Length or Transfer-Encoding could smuggle a second request;
+// Content-Encoding says how the transport coded the body, which only it knows).
+constexpr std::array<std::string_view, 12> kReservedNames = {"Idempotency-Key",
                                                              "Authorization",
                                                              "Proxy-Authorization",
                                                              "Content-Length",
+                                                             "Content-Encoding",
                                                              "Transfer-Encoding",
                                                              "Host",
                                                              "Connection",

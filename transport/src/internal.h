@@ -73,6 +73,28 @@ Result MessageFailure(std::string error);
 Result PushInOrder(std::span<const Message> messages, std::size_t max_messages,
                    const std::function<Result(const Message&)>& push);
 
+// `data` gzip-compressed (RFC 1952, zlib's default level). Throws
+// std::bad_alloc when zlib runs out of memory.
+std::string Gzip(std::string_view data);
+
+// What the broker sinks share: Push times one Publish; PushBatch publishes
+// in order and stops at the first failure (PushInOrder). Thread-safety and
+// ownership as Sink's.
+class BrokerSink : public Sink {
+ public:
+  explicit BrokerSink(std::size_t max_batch_messages) : max_batch_messages_(max_batch_messages) {}
+  Result Push(const Message& message) final;
+  Result PushBatch(std::span<const Message> messages) final;
+
+ protected:
+  // One message to the broker and what came of it, without duration_us;
+  // never throws for what the network or the server does.
+  virtual Result Publish(const Message& message) = 0;
+
+ private:
+  const std::size_t max_batch_messages_;
+};
+
 // The sinks for brokers (nats_sink.cc, mqtt_sink.cc); options validated.
 std::unique_ptr<Sink> MakeNatsSink(EndpointOptions options);
 std::unique_ptr<Sink> MakeMqttSink(EndpointOptions options);

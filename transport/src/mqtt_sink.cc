@@ -22,12 +22,6 @@
 namespace outbox::transport::internal {
 namespace {
 
-std::int64_t NowUs() {
-  return std::chrono::duration_cast<std::chrono::microseconds>(
-             std::chrono::steady_clock::now().time_since_epoch())
-      .count();
-}
-
 // libmosquitto's global state, set up once and never torn down (like
 // libcurl's: a cleanup at exit would race other static destructors).
 void EnsureMosquittoInitialized() {
@@ -93,10 +87,12 @@ struct PropertiesDeleter {
 };
 using Properties = std::unique_ptr<mosquitto_property, PropertiesDeleter>;
 
-class MqttSink final : public Sink {
+class MqttSink final : public BrokerSink {
  public:
   explicit MqttSink(EndpointOptions options)
-      : options_(std::move(options)), url_(ParseBrokerUrl(options_.url)) {
+      : BrokerSink(options.batch.max_messages),
+        options_(std::move(options)),
+        url_(ParseBrokerUrl(options_.url)) {
     EnsureMosquittoInitialized();
     const MqttOptions& mqtt = options_.mqtt;
     // Clean start: the outbox keeps the state, not the broker's session.
@@ -135,18 +131,6 @@ class MqttSink final : public Sink {
 
   SinkKind kind() const override { return SinkKind::kMqtt; }
 
-  Result Push(const Message& message) override {
-    const std::int64_t start_us = NowUs();
-    Result result = Publish(message);
-    result.duration_us = NowUs() - start_us;
-    return result;
-  }
-
-  Result PushBatch(std::span<const Message> messages) override {
-    return PushInOrder(messages, options_.batch.max_messages,
-                       [this](const Message& message) { return Push(message); });
-  }
-
   void AbortAll() override {
     const std::lock_guard lock(mutex_);
     aborted_ = true;
@@ -182,7 +166,7 @@ class MqttSink final : public Sink {
     return rc;
   }
 
-  Result Publish(const Message& message) {
+  Result Publish(const Message& message) override {
     std::string body;
     Headers headers;
     try {

@@ -19,12 +19,6 @@
 namespace outbox::transport::internal {
 namespace {
 
-std::int64_t NowUs() {
-  return std::chrono::duration_cast<std::chrono::microseconds>(
-             std::chrono::steady_clock::now().time_since_epoch())
-      .count();
-}
-
 // nats.c's text for the calling thread's last error, else the status's.
 std::string LastError(natsStatus status) {
   const char* text = nats_GetLastError(nullptr);
@@ -100,10 +94,12 @@ class Connection {
   bool closed_ = false;  // GUARDED_BY(mutex_)
 };
 
-class NatsSink final : public Sink {
+class NatsSink final : public BrokerSink {
  public:
   explicit NatsSink(EndpointOptions options)
-      : options_(std::move(options)), url_(ParseBrokerUrl(options_.url)) {
+      : BrokerSink(options.batch.max_messages),
+        options_(std::move(options)),
+        url_(ParseBrokerUrl(options_.url)) {
     nats_user_jwt_ = CredsBlock(options_.nats.credentials, "BEGIN NATS USER JWT");
     nats_creds_seed_ = CredsBlock(options_.nats.credentials, "BEGIN USER NKEY SEED");
     if (!options_.nats.credentials.empty() &&
@@ -119,18 +115,6 @@ class NatsSink final : public Sink {
 
   SinkKind kind() const override { return SinkKind::kNats; }
 
-  Result Push(const Message& message) override {
-    const std::int64_t start_us = NowUs();
-    Result result = Publish(message);
-    result.duration_us = NowUs() - start_us;
-    return result;
-  }
-
-  Result PushBatch(std::span<const Message> messages) override {
-    return PushInOrder(messages, options_.batch.max_messages,
-                       [this](const Message& message) { return Push(message); });
-  }
-
   void AbortAll() override {
     const std::lock_guard lock(mutex_);
     aborted_ = true;
@@ -142,7 +126,7 @@ class NatsSink final : public Sink {
   }
 
  private:
-  Result Publish(const Message& message) {
+  Result Publish(const Message& message) override {
     if (aborted_) return EndpointFailure("aborted");
     std::string body;
     Headers headers;

@@ -1,5 +1,7 @@
-// Sink kinds: which one a URL names, the checks each kind adds, the factory.
+// Sink kinds: which one a URL names, the checks each kind adds, the factory,
+// and what the broker sinks share.
 #include <charconv>
+#include <chrono>
 #include <stdexcept>
 #include <string>
 
@@ -148,6 +150,10 @@ void ValidateBroker(const EndpointOptions& options, const internal::BrokerUrl& u
            name + " is HTTP's; a broker's credentials go under nats or mqtt");
     }
   }
+  // Brokers carry payloads in binary frames of their own: no Content-Encoding.
+  if (options.compression != Compression::kNone) {
+    Fail("compression", "only for http and https URLs");
+  }
   const TlsOptions& tls = options.tls;
   if (!url.tls && (!tls.ca_file.empty() || !tls.client_cert_file.empty() ||
                    tls.insecure_skip_verify)) {
@@ -288,6 +294,20 @@ Result PushInOrder(std::span<const Message> messages, std::size_t max_messages,
     }
   }
   return total;
+}
+
+Result BrokerSink::Push(const Message& message) {
+  const auto start = std::chrono::steady_clock::now();
+  Result result = Publish(message);
+  result.duration_us = std::chrono::duration_cast<std::chrono::microseconds>(
+                           std::chrono::steady_clock::now() - start)
+                           .count();
+  return result;
+}
+
+Result BrokerSink::PushBatch(std::span<const Message> messages) {
+  return PushInOrder(messages, max_batch_messages_,
+                     [this](const Message& message) { return Push(message); });
 }
 
 Result EndpointFailure(std::string error, bool configuration) {

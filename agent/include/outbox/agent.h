@@ -177,6 +177,14 @@ struct BreakerOptions {
   std::int64_t max_open_ms = 300'000;
 };
 
+// A topic's sending rate on a metered link: token buckets shared by every
+// worker and every Agent of the process that sends the topic. 0 = no limit
+// in that dimension; both 0 (the default) = off.
+struct RateLimit {
+  double messages_per_s = 0;  // messages per second (burst: one second's worth)
+  double bytes_per_s = 0;     // payload bytes per second (burst likewise)
+};
+
 struct TopicOptions {
   // The HTTP endpoint: URL, timeouts, headers, TLS, CloudEvents, signing,
   // batching. Ignored when a handler is registered for the topic.
@@ -197,6 +205,15 @@ struct TopicOptions {
   // a time, in commit order. Not on "*". Recorded in the database at
   // Start(); agents sharing a file must agree.
   store::TopicOrdering ordering;
+  // Claim order among topics that share an endpoint: while a topic has due
+  // rows it could not claim yet (its queue is full, its breaker denies),
+  // topics of lower priority on the same endpoint wait, so that after an
+  // outage the backlog of higher-priority topics goes out first. Equal
+  // priorities share the link. The eager path of new commits is not held.
+  int priority = 0;
+  // Workers wait for tokens before each send (a stop ends the wait and the
+  // rows go back to pending).
+  RateLimit rate_limit;
 };
 
 struct RetentionOptions {
@@ -264,6 +281,9 @@ struct TopicCounters {
   std::int64_t enqueued = 0;
   std::int64_t delivered = 0;
   std::int64_t attempt_failures = 0;
+  // The same failures by kind of sink ("http", "nats", "mqtt", "handler");
+  // failures counted without a kind appear only in attempt_failures.
+  std::map<std::string, std::int64_t> attempt_failures_by_sink;
   std::int64_t dead = 0;
   std::int64_t recycled = 0;
   std::int64_t pool_rejections = 0;
@@ -322,7 +342,9 @@ class Metrics {
 
   void Enqueued(std::string_view topic, std::int64_t n = 1);
   void Delivered(std::string_view topic, double latency_seconds);
-  void AttemptFailed(std::string_view topic, bool cost_attempt);
+  // `sink`: the kind of sink that failed (SinkKindName, or "handler"); "" =
+  // not known.
+  void AttemptFailed(std::string_view topic, bool cost_attempt, std::string_view sink = "");
   void Dead(std::string_view topic, bool by_crash_budget = false);
   // Counts in dead too.
   void Expired(std::string_view topic);

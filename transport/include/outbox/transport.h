@@ -73,6 +73,12 @@ enum class BatchFormat {
   kCloudEvents,  // application/cloudevents-batch+json, one event per message
 };
 
+// How an HTTP request body travels.
+enum class Compression {
+  kNone,  // as it is
+  kGzip,  // Content-Encoding: gzip (RFC 9110 section 8.4.1)
+};
+
 struct TlsOptions {
   // PEM file of the CA certificates to trust; "" = the system's store.
   std::string ca_file;
@@ -139,8 +145,8 @@ struct EndpointOptions {
   std::int64_t timeout_ms = 5000;
   // Extra headers sent with every request, values already resolved (see
   // ResolveSecret). Authorization is allowed; names the transport sets itself
-  // (Idempotency-Key, Content-Type, Content-Length, ce-*, webhook-*, framing
-  // headers) are not.
+  // (Idempotency-Key, Content-Type, Content-Length, Content-Encoding, ce-*,
+  // webhook-*, framing headers) are not.
   Headers headers;
   // Content-Type when the row's headers do not give one.
   std::string content_type = "application/json";
@@ -151,6 +157,15 @@ struct EndpointOptions {
   // bytes>". Empty = no signature; several = one signature each (rotation).
   std::vector<std::string> signing_secrets;
   BatchOptions batch;
+  // HTTP only. kGzip sends request bodies (single messages and batches) of
+  // at least compress_min_bytes gzip-compressed, with Content-Encoding: gzip.
+  // Webhook signatures stay over the uncompressed body. A 415 answer to a
+  // compressed body is an endpoint failure with configuration_failure (the
+  // receiver refused the encoding, not the message).
+  Compression compression = Compression::kNone;
+  // Smallest body compressed, bytes; below it gzip's header and a cold
+  // dictionary cost more than they save.
+  std::size_t compress_min_bytes = 1024;
   NatsOptions nats;  // nats:// and tls:// only
   MqttOptions mqtt;  // mqtt:// and mqtts:// only
   // Longest Retry-After honoured, ms; longer requests are cut to this.
@@ -191,13 +206,14 @@ struct Message {
 Headers ParseRowHeaders(std::string_view headers_json);
 
 // The request headers for one message, in sending order. `body` is what will
-// be sent (for the signature), `now_s` the attempt's time in seconds since the
-// epoch (webhook-timestamp). The row's Content-Type wins over the endpoint's;
-// other row headers are added unless they name a reserved header
-// (Idempotency-Key, Authorization, Content-Length, ce-*, webhook-*, framing
-// headers) or one the endpoint sets: those are dropped, so a row can never
-// override them. Throws std::invalid_argument naming a row header whose name
-// is not an HTTP token or whose value holds a control character.
+// be sent, before any compression (for the signature); `now_s` is the
+// attempt's time in seconds since the epoch (webhook-timestamp). The row's
+// Content-Type wins over the endpoint's; other row headers are added unless
+// they name a reserved header (Idempotency-Key, Authorization,
+// Content-Length, Content-Encoding, ce-*, webhook-*, framing headers) or one
+// the endpoint sets: those are dropped, so a row can never override them.
+// Throws std::invalid_argument naming a row header whose name is not an HTTP
+// token or whose value holds a control character.
 Headers BuildHeaders(const EndpointOptions& options, const Message& message, std::string_view body,
                      std::int64_t now_s);
 
@@ -294,7 +310,8 @@ struct Result {
   // The start of a 2xx response's body, at most response_body_bytes (HTTP
   // only; other sinks leave it empty).
   std::string response_body;
-  // Body bytes sent (the request size for metrics).
+  // Body bytes sent on the wire (after compression; the request size for
+  // metrics).
   std::size_t request_bytes = 0;
   // Wall time of the attempt, microseconds.
   std::int64_t duration_us = 0;

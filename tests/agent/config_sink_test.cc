@@ -1,0 +1,97 @@
+// ParseConfig: the sink options of a topic (compression, rate limits,
+// priority), and their errors, each one line naming the key.
+#include <gtest/gtest.h>
+
+#include <stdexcept>
+#include <string>
+#include <utility>
+
+#include "outbox/agent.h"
+
+namespace outbox::agent {
+namespace {
+
+std::string ErrorOf(const std::string& json) {
+  try {
+    ParseConfig(json);
+  } catch (const std::invalid_argument& e) {
+    return e.what();
+  }
+  return "";
+}
+
+std::string Topic(const std::string& url, const std::string& members) {
+  return R"({"topics": {"a": {"url": ")" + url + R"(", )" + members + "}}}";
+}
+
+TEST(ParseConfigSinks, CompressionDefaultsToNoneAndReadsGzip) {
+  const Config plain = ParseConfig(R"({"topics": {"a": {"url": "http://h/"}}})");
+  EXPECT_EQ(plain.options.topics.at("a").endpoint.compression, transport::Compression::kNone);
+  EXPECT_EQ(plain.options.topics.at("a").endpoint.compress_min_bytes, 1024u);
+  const Config gzip = ParseConfig(
+      Topic("https://h/", R"("compression": "gzip", "compress_min_bytes": 0)"));
+  EXPECT_TRUE(gzip.warnings.empty());
+  EXPECT_EQ(gzip.options.topics.at("a").endpoint.compression, transport::Compression::kGzip);
+  EXPECT_EQ(gzip.options.topics.at("a").endpoint.compress_min_bytes, 0u);
+}
+
+TEST(ParseConfigSinks, BadCompressionNamesTheKey) {
+  EXPECT_EQ(ErrorOf(Topic("http://h/", R"("compression": "br")")),
+            R"(topics."a".compression: expected one of "none", "gzip", got "br")");
+  EXPECT_EQ(ErrorOf(Topic("http://h/", R"("compress_min_bytes": -1)")),
+            R"(topics."a".compress_min_bytes: expected an integer from 0 to 67108864, got -1)");
+  EXPECT_EQ(ErrorOf(Topic("nats://h/orders", R"("compression": "gzip")")),
+            R"(topics."a".compression: only for http and https URLs)");
+}
+
+TEST(ParseConfigSinks, PriorityDefaultsToZeroAndIsBounded) {
+  EXPECT_EQ(ParseConfig(Topic("http://h/", R"("workers": 1)")).options.topics.at("a").priority, 0);
+  EXPECT_EQ(ParseConfig(Topic("http://h/", R"("priority": -7)")).options.topics.at("a").priority,
+            -7);
+  EXPECT_EQ(ErrorOf(Topic("http://h/", R"("priority": 1001)")),
+            R"(topics."a".priority: expected an integer from -1000 to 1000, got 1001)");
+}
+
+TEST(ParseConfigSinks, RateLimitIsOffByDefaultAndReadsBothRates) {
+  EXPECT_EQ(ParseConfig(Topic("http://h/", R"("workers": 1)"))
+                .options.topics.at("a")
+                .rate_limit.messages_per_s,
+            0);
+  const Config config = ParseConfig(
+      Topic("mqtt://h/t", R"("rate_limit": {"messages_per_s": 20, "bytes_per_s": 4096})"));
+  EXPECT_EQ(config.options.topics.at("a").rate_limit.messages_per_s, 20);
+  EXPECT_EQ(config.options.topics.at("a").rate_limit.bytes_per_s, 4096);
+  EXPECT_EQ(ErrorOf(Topic("http://h/", R"("rate_limit": {"bytes_per_s": -1})")),
+            R"(topics."a".rate_limit.bytes_per_s: expected 0 or a positive integer, got -1)");
+}
+
+// What --check-config says about each kind of sink: one line naming the key.
+TEST(ParseConfigSinks, EachSinksUrlAndOptionsAreCheckedByKey) {
+  const std::pair<std::string, std::string> cases[] = {
+      {Topic("http://user:pw@h/", R"("workers": 1)"),
+       R"(topics."a".url: must not carry credentials; send them as a header (e.g. )"
+       R"(Authorization from "env:NAME"))"},
+      {Topic("nats://h:4222/orders.>", R"("workers": 1)"),
+       R"(topics."a".url: subject must not hold a wildcard)"},
+      {Topic("nats://h:4222/orders", R"("tls": {"insecure_skip_verify": true})"),
+       R"(topics."a".tls: needs a tls:// URL)"},
+      {Topic("nats://h:4222/orders", R"("mqtt": {"client_id": "x"})"),
+       R"(topics."a".mqtt: only for mqtt:// and mqtts:// URLs)"},
+      {Topic("mqtt://h:1883/orders/#", R"("workers": 1)"),
+       R"(topics."a".url: )"},
+      {Topic("mqtt://h:99999/orders", R"("workers": 1)"), R"(topics."a".url: )"},
+      {Topic("mqtt://h/orders", R"("mqtt": {"keepalive_s": 1})"),
+       R"(topics."a".mqtt.keepalive_s: expected an integer from 5 to 65535, got 1)"},
+      {Topic("mqtts://h/orders", R"("headers": {"Authorization": "env:HOME"})"),
+       R"(topics."a".headers."Authorization": Authorization is HTTP's; a broker's credentials )"
+       R"(go under nats or mqtt)"},
+  };
+  for (const auto& [json, error] : cases) {
+    const std::string got = ErrorOf(json);
+    EXPECT_TRUE(got.starts_with(error)) << json << "\n  got: " << got;
+    EXPECT_EQ(got.find('\n'), std::string::npos) << got;
+  }
+}
+
+}  // namespace
+}  // namespace outbox::agent
