@@ -275,8 +275,10 @@ END;
 // Plain-SQL inserts are moved by the AFTER INSERT trigger outbox_move_payload
 // in the inserting statement's own transaction; the library's Producer writes
 // both tables itself and leaves the trigger nothing to do. The payload and
-// headers checks move to outbox_payload's own BEFORE INSERT trigger, so they
-// run once on either path. Reading the payload goes through the view
+// headers checks stay in outbox_check_insert, on the values plain SQL wrote
+// into outbox; the Producer writes an empty payload and no headers there
+// (those checks cost it nothing) and checks its own in the statements it
+// runs (kCheckHeaders, kInsertState), so outbox_payload needs no trigger. Reading the payload goes through the view
 // outbox_message (outbox.payload reads as an empty blob). A later migration
 // that adds a column to outbox recreates the view.
 //
@@ -330,12 +332,20 @@ BEGIN
   SELECT RAISE(ABORT, 'outbox: dead_reason: must be one of permanent, attempts, age, expired, cancelled, crash, hook')
    WHERE NEW.dead_reason IS NOT NULL
      AND NEW.dead_reason NOT IN ('permanent', 'attempts', 'age', 'expired', 'cancelled', 'crash', 'hook');
-  -- Checked here too, before capacity, so that plain SQL hears that the
-  -- message itself is too large, not that the outbox is full. The Producer
-  -- writes an empty payload here; outbox_payload_check judges its row.
+  -- Before capacity, so that plain SQL hears that the message itself is
+  -- too large, not that the outbox is full. The Producer writes NULL
+  -- headers and an empty payload here: the terms on NEW alone are tested
+  -- before outbox_limits is read, so its rows skip both checks.
+  SELECT RAISE(ABORT, 'outbox: headers: must be a JSON object of string values without CR or LF')
+   WHERE NEW.headers IS NOT NULL
+     AND (json_valid(NEW.headers) = 0 OR json_type(NEW.headers) <> 'object'
+          OR EXISTS(SELECT 1 FROM json_each(NEW.headers)
+                     WHERE type <> 'text' OR key = ''
+                        OR instr(key, char(13)) OR instr(key, char(10))
+                        OR instr(value, char(13)) OR instr(value, char(10))));
   SELECT RAISE(ABORT, 'outbox: payload: larger than limits.max_payload_bytes')
     FROM outbox_limits
-   WHERE max_payload_bytes > 0
+   WHERE length(CAST(NEW.payload AS BLOB)) > 0 AND max_payload_bytes > 0
      AND length(CAST(NEW.payload AS BLOB)) > max_payload_bytes;
   SELECT RAISE(ABORT, 'outbox: capacity: limits.max_pending reached')
     FROM outbox_limits, outbox_counters
@@ -346,21 +356,6 @@ BEGIN
      AND ((SELECT page_count FROM pragma_page_count())
           - (SELECT freelist_count FROM pragma_freelist_count()))
          * (SELECT page_size FROM pragma_page_size()) >= max_db_bytes;
-END;
-
-CREATE TRIGGER outbox_payload_check BEFORE INSERT ON outbox_payload
-BEGIN
-  SELECT RAISE(ABORT, 'outbox: headers: must be a JSON object of string values without CR or LF')
-   WHERE NEW.headers IS NOT NULL
-     AND (json_valid(NEW.headers) = 0 OR json_type(NEW.headers) <> 'object'
-          OR EXISTS(SELECT 1 FROM json_each(NEW.headers)
-                     WHERE type <> 'text' OR key = ''
-                        OR instr(key, char(13)) OR instr(key, char(10))
-                        OR instr(value, char(13)) OR instr(value, char(10))));
-  SELECT RAISE(ABORT, 'outbox: payload: larger than limits.max_payload_bytes')
-    FROM outbox_limits
-   WHERE max_payload_bytes > 0
-     AND length(CAST(NEW.payload AS BLOB)) > max_payload_bytes;
 END;
 
 -- Plain SQL wrote the payload into outbox: move it. An empty payload without
@@ -413,19 +408,34 @@ inline constexpr char kInsert[] =
     " next_attempt_at, created_at, updated_at)"
     " VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11,"
     " max(coalesce(?10, 0), " OUTBOX_NOW_MS "), " OUTBOX_NOW_MS ", " OUTBOX_NOW_MS ")";
-// Migration 5 on: the state row with an empty payload (outbox_move_payload
-// has nothing to move; ?3 and ?4 are not used), then the payload row under
-// the same id.
+// Migration 5 on: the state row with an empty payload and no headers
+// (outbox_move_payload has nothing to move, outbox_check_insert no payload
+// to judge; ?3 and ?4 are not used), then the payload row under the same id.
+// ?12 is the payload's length: a payload over limits.max_payload_bytes
+// inserts no row (changes() = 0), before the trigger's capacity checks, in
+// the statement that inserts anyway rather than in one more.
 inline constexpr char kInsertState[] =
     "INSERT INTO outbox(topic, msg_key, payload, max_attempts, backoff,"
     " first_interval_ms, schema_version, ordering_key, deliver_at, expires_at,"
     " next_attempt_at, created_at, updated_at)"
-    " VALUES(?1, ?2, X'', ?5, ?6, ?7, ?8, ?9, ?10, ?11,"
-    " max(coalesce(?10, 0), " OUTBOX_NOW_MS "), " OUTBOX_NOW_MS ", " OUTBOX_NOW_MS ")";
-// ?1 id, ?2 payload, ?3 headers or NULL
+    " SELECT ?1, ?2, X'', ?5, ?6, ?7, ?8, ?9, ?10, ?11,"
+    " max(coalesce(?10, 0), " OUTBOX_NOW_MS "), " OUTBOX_NOW_MS ", " OUTBOX_NOW_MS
+    " WHERE NOT EXISTS(SELECT 1 FROM outbox_limits"
+    "                   WHERE max_payload_bytes > 0 AND ?12 > max_payload_bytes)";
+// ?1 headers: a row if outbox_check_insert would refuse them (the same
+// terms, in a WHERE so that they stop at the first that holds). The
+// Producer runs it only for messages that have headers.
+inline constexpr char kCheckHeaders[] =
+    "SELECT 1 WHERE json_valid(?1) = 0 OR json_type(?1) <> 'object'"
+    " OR EXISTS(SELECT 1 FROM json_each(?1)"
+    "            WHERE type <> 'text' OR key = ''"
+    "               OR instr(key, char(13)) OR instr(key, char(10))"
+    "               OR instr(value, char(13)) OR instr(value, char(10)))";
+// ?1 id, ?2 payload, ?3 headers or NULL (checked by the Producer: the table
+// has no trigger of its own).
 inline constexpr char kInsertPayload[] =
     "INSERT OR REPLACE INTO outbox_payload(id, payload, headers) VALUES(?1, ?2, ?3)";
-// Undoes kInsertState when outbox_payload's checks refuse the payload.
+// Undoes kInsertState when the payload row cannot be written.
 inline constexpr char kDeleteInserted[] = "DELETE FROM outbox WHERE id = ?1";
 inline constexpr char kHasPayloadTable[] =
     "SELECT count(*) FROM sqlite_schema WHERE type = 'table' AND name = 'outbox_payload'";
