@@ -90,7 +90,6 @@ void BindOptionalText(sqlite3_stmt* q, int index, const std::optional<std::strin
 
 constexpr char kBadHeaders[] =
     "outbox: headers: must be a JSON object of string values without CR or LF";
-constexpr char kPayloadTooLarge[] = "outbox: payload: larger than limits.max_payload_bytes";
 
 
 // The \uXXXX escape at `at` (a backslash), or -1 if it is none.
@@ -231,8 +230,8 @@ struct Producer::Impl {
     if (rc != SQLITE_DONE) ThrowSqlite(db, "enqueue: check headers");
   }
 
-  // Two rows, one payload write: the state row in outbox (which also checks
-  // the payload's size, before the trigger checks capacity), then the
+  // Two rows, one payload write: the state row in outbox (which also has
+  // the trigger check the payload's size, before capacity), then the
   // payload under its id. If the second insert fails, the first is deleted
   // again so that the caller's transaction is as it was.
   EnqueueResult InsertSplit(const NewMessage& message) {
@@ -244,9 +243,6 @@ struct Producer::Impl {
       BindState(q, message);
       sqlite3_bind_int64(q, 12, static_cast<sqlite3_int64>(message.payload.size()));
       if (sqlite3_step(q) != SQLITE_DONE) ThrowInsertError(db, message);
-      if (sqlite3_changes(db) == 0) {
-        ThrowInsertError(message, SQLITE_CONSTRAINT_TRIGGER, kPayloadTooLarge);
-      }
       id = sqlite3_last_insert_rowid(db);
     }
     sqlite3_stmt* q = insert_payload.get();

@@ -411,17 +411,21 @@ inline constexpr char kInsert[] =
 // Migration 5 on: the state row with an empty payload and no headers
 // (outbox_move_payload has nothing to move, outbox_check_insert no payload
 // to judge; ?3 and ?4 are not used), then the payload row under the same id.
-// ?12 is the payload's length: a payload over limits.max_payload_bytes
-// inserts no row (changes() = 0), before the trigger's capacity checks, in
-// the statement that inserts anyway rather than in one more.
+// ?12 is the payload's length. A payload over limits.max_payload_bytes
+// stands in as zeroblob(?12), which outbox_check_insert refuses before it
+// checks capacity, as it would the payload itself; so the limit costs a
+// lookup inside the insert and no statement of its own. (VALUES, not
+// INSERT ... SELECT: with triggers on the table the latter goes through a
+// temporary table.)
 inline constexpr char kInsertState[] =
     "INSERT INTO outbox(topic, msg_key, payload, max_attempts, backoff,"
     " first_interval_ms, schema_version, ordering_key, deliver_at, expires_at,"
     " next_attempt_at, created_at, updated_at)"
-    " SELECT ?1, ?2, X'', ?5, ?6, ?7, ?8, ?9, ?10, ?11,"
-    " max(coalesce(?10, 0), " OUTBOX_NOW_MS "), " OUTBOX_NOW_MS ", " OUTBOX_NOW_MS
-    " WHERE NOT EXISTS(SELECT 1 FROM outbox_limits"
-    "                   WHERE max_payload_bytes > 0 AND ?12 > max_payload_bytes)";
+    " VALUES(?1, ?2,"
+    " coalesce((SELECT zeroblob(?12) FROM outbox_limits"
+    "            WHERE max_payload_bytes > 0 AND ?12 > max_payload_bytes), X''),"
+    " ?5, ?6, ?7, ?8, ?9, ?10, ?11,"
+    " max(coalesce(?10, 0), " OUTBOX_NOW_MS "), " OUTBOX_NOW_MS ", " OUTBOX_NOW_MS ")";
 // ?1 headers: a row if outbox_check_insert would refuse them (the same
 // terms, in a WHERE so that they stop at the first that holds). The
 // Producer runs it only for messages that have headers.
