@@ -14,7 +14,13 @@
 // sender retries and the inbox absorbs the duplicate).
 //
 // stdout: one line, the port it listens on (for --listen HOST:0). stderr:
-// the log. GET /stats: counters as JSON. SIGTERM/SIGINT: stop accepting,
+// the log. GET /stats: counters as JSON. GET /keys?source=&since=&until=:
+// the Idempotency-Keys received in [since, until) (ms since the epoch) from
+// that source (the ce-source header of binary CloudEvents; no source: all),
+// one per line, for the sender's `outboxctl reconcile --receiver-keys`. With
+// --signing-secret it is authenticated like a POST: a Standard Webhooks
+// signature whose webhook-id is the request target (path and query) and
+// whose body is empty. SIGTERM/SIGINT: stop accepting,
 // finish the requests in progress, exit 0.
 // Exit status: 0 after a clean stop, 1 when the database or the network
 // fails, 2 for bad flags.
@@ -30,7 +36,9 @@
 
 #include <CLI/CLI.hpp>
 #include <atomic>
+#include <charconv>
 #include <chrono>
+#include <climits>
 #include <condition_variable>
 #include <cstdint>
 #include <filesystem>
@@ -174,14 +182,14 @@ class Connections {
 // together, or neither does. Throws what SQLite or the Inbox throws, after
 // rolling back.
 Receipt Apply(Connections::Lease& connection, const std::string& key, const std::string& path,
-              const std::string& body) {
+              const std::string& body, std::optional<std::string_view> source) {
   SQLite::Database& db = connection->db;
   // IMMEDIATE: the write lock up front, so the INSERT never meets a stale
   // snapshot and the busy timeout covers every wait.
   db.exec("BEGIN IMMEDIATE");
   try {
     const std::int64_t now = NowMs();
-    const Receipt receipt = connection->inbox.Record(key, now);
+    const Receipt receipt = connection->inbox.Record(key, now, source);
     if (receipt == Receipt::kNew) {
       SQLite::Statement& apply = connection->apply;
       apply.bind(1, key);
@@ -217,6 +225,16 @@ class Receiver {
   void Route(httplib::Server& server) {
     server.Get("/stats", [this](const httplib::Request&, httplib::Response& response) {
       response.set_content(StatsJson(), "application/json");
+    });
+    server.Get("/keys", [this](const httplib::Request& request, httplib::Response& response) {
+      try {
+        ExportKeys(request, response);
+      } catch (const std::exception& e) {
+        ++counters_.errors;
+        logger_->error("path=/keys error={}", e.what());
+        response.status = 503;
+        response.set_content("error\n", "text/plain");
+      }
     });
     server.Get("/healthz", [](const httplib::Request&, httplib::Response& response) {
       response.set_content("ok\n", "text/plain");
@@ -262,6 +280,63 @@ class Receiver {
     return std::uniform_real_distribution<double>(0, 1)(random_) < ratio;
   }
 
+  // False (and a 401 answered) when signatures are required and this one
+  // does not verify.
+  bool SignatureAccepted(const httplib::Request& request, std::string_view body,
+                         httplib::Response& response) {
+    if (options_.signing_secrets.empty()) return true;
+    const auto check = outbox::transport::VerifyWebhookSignature(
+        options_.signing_secrets, request.get_header_value("webhook-id"),
+        request.get_header_value("webhook-timestamp"), body,
+        request.get_header_value("webhook-signature"), NowMs() / 1000,
+        options_.signature_tolerance_s);
+    if (check == outbox::transport::SignatureCheck::kValid) return true;
+    ++counters_.bad_signatures;
+    const std::string_view why = outbox::transport::SignatureCheckName(check);
+    logger_->warn("path={} signature={}", request.path, why);
+    response.status = 401;
+    response.set_content("signature: " + std::string(why) + "\n", "text/plain");
+    return false;
+  }
+
+  // GET /keys: the request target is what is signed, so a signature for one
+  // window or source cannot be replayed for another.
+  void ExportKeys(const httplib::Request& request, httplib::Response& response) {
+    if (!options_.signing_secrets.empty() &&
+        request.get_header_value("webhook-id") != request.target) {
+      ++counters_.bad_signatures;
+      response.status = 401;
+      response.set_content("signature: webhook-id must be the request target\n", "text/plain");
+      return;
+    }
+    if (!SignatureAccepted(request, "", response)) return;
+    const auto bound = [&](const char* name, std::int64_t fallback) -> std::optional<std::int64_t> {
+      if (!request.has_param(name)) return fallback;
+      const std::string text = request.get_param_value(name);
+      std::int64_t value = 0;
+      const auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), value);
+      if (error != std::errc() || end != text.data() + text.size()) return std::nullopt;
+      return value;
+    };
+    const std::optional<std::int64_t> since = bound("since", 0);
+    const std::optional<std::int64_t> until = bound("until", INT64_MAX);
+    if (!since || !until) {
+      ++counters_.bad_requests;
+      response.status = 400;
+      response.set_content("since, until: expected ms since the epoch\n", "text/plain");
+      return;
+    }
+    std::optional<std::string> source;
+    if (request.has_param("source")) source = request.get_param_value("source");
+    std::string keys;
+    Connections::Lease connection = connections_.Borrow();
+    connection->inbox.ExportKeys(source, *since, *until, [&](std::string_view key) {
+      keys += key;
+      keys += '\n';
+    });
+    response.set_content(keys, "text/plain");
+  }
+
   void Deliver(const httplib::Request& request, httplib::Response& response) {
     ++counters_.received;
     if (InOutage()) {
@@ -270,21 +345,7 @@ class Receiver {
       response.set_content("outage (simulated)\n", "text/plain");
       return;
     }
-    if (!options_.signing_secrets.empty()) {
-      const auto check = outbox::transport::VerifyWebhookSignature(
-          options_.signing_secrets, request.get_header_value("webhook-id"),
-          request.get_header_value("webhook-timestamp"), request.body,
-          request.get_header_value("webhook-signature"), NowMs() / 1000,
-          options_.signature_tolerance_s);
-      if (check != outbox::transport::SignatureCheck::kValid) {
-        ++counters_.bad_signatures;
-        const std::string_view why = outbox::transport::SignatureCheckName(check);
-        logger_->warn("path={} signature={}", request.path, why);
-        response.status = 401;
-        response.set_content("signature: " + std::string(why) + "\n", "text/plain");
-        return;
-      }
-    }
+    if (!SignatureAccepted(request, request.body, response)) return;
     const std::string key = request.get_header_value("Idempotency-Key");
     if (key.empty()) {
       ++counters_.bad_requests;
@@ -302,7 +363,11 @@ class Receiver {
     Receipt receipt = Receipt::kDuplicate;
     try {
       Connections::Lease connection = connections_.Borrow();
-      receipt = Apply(connection, key, request.path, request.body);
+      // Which sender: the CloudEvents source when the sender sends one.
+      std::optional<std::string_view> source;
+      const std::string ce_source = request.get_header_value("ce-source");
+      if (!ce_source.empty()) source = ce_source;
+      receipt = Apply(connection, key, request.path, request.body, source);
     } catch (const std::invalid_argument& e) {  // a key the Inbox refuses
       ++counters_.bad_requests;
       response.status = 400;

@@ -4,10 +4,14 @@
 // column (lease_owner, last_error, headers). Both are part of the contract.
 #include "row_json.h"
 
+#include <rapidjson/document.h>
 #include <rapidjson/stringbuffer.h>
 #include <rapidjson/writer.h>
 
+#include <stdexcept>
+
 #include "util/base64.h"
+#include "util/rfc3339.h"
 #include "util/utf8.h"
 
 namespace outbox::row_json {
@@ -53,11 +57,21 @@ void Put(JsonWriter& json, const char* key, double number) {
   json.Double(number);
 }
 
+// The exact bytes of a text column that WriteString had to repair.
+void PutRawIfNotUtf8(JsonWriter& json, const char* key, std::string_view text) {
+  if (!util::IsValidUtf8(text)) Put(json, key, util::Base64Encode(text));
+}
+
 void WriteRow(JsonWriter& json, const store::Row& row, const RowJsonOptions& options) {
   json.StartObject();
   Put(json, "id", row.id);
   Put(json, "topic", row.topic);
   Put(json, "msg_key", row.key);
+  if (options.raw_text_as_base64) {
+    PutRawIfNotUtf8(json, "topic_base64", row.topic);
+    PutRawIfNotUtf8(json, "msg_key_base64", row.key);
+    if (row.headers_json) PutRawIfNotUtf8(json, "headers_base64", *row.headers_json);
+  }
   if (!options.message_id.empty()) Put(json, "message_id", options.message_id);
   Put(json, "status", store::StatusName(row.status));
   Put(json, "attempts", row.attempts);
@@ -115,8 +129,44 @@ std::string ArchiveLine(const store::Row& row, std::string_view message_id) {
   RowJsonOptions options;
   options.with_payload = true;
   options.payload_as_base64 = true;
+  options.raw_text_as_base64 = true;
   options.message_id = message_id;
   return RowToJson(row, options);
+}
+
+ArchivedMessage ParseArchiveLine(std::string_view line) {
+  rapidjson::Document document;
+  document.Parse(line.data(), line.size());
+  if (document.HasParseError() || !document.IsObject()) {
+    throw std::invalid_argument("not a JSON object");
+  }
+  // Const: clang's C++20 rules find rapidjson's mutable iterator comparison
+  // ambiguous.
+  const rapidjson::Value& object = document;
+  const auto text = [&](const char* name, bool required) -> std::optional<std::string> {
+    const std::string raw = std::string(name) + "_base64";
+    const auto it = object.FindMember(raw.c_str());
+    if (it != object.MemberEnd()) {
+      if (!it->value.IsString()) throw std::invalid_argument(raw + ": expected a string");
+      std::optional<std::string> bytes = util::Base64Decode(
+          std::string_view(it->value.GetString(), it->value.GetStringLength()));
+      if (!bytes) throw std::invalid_argument(raw + ": not valid base64");
+      return bytes;
+    }
+    const auto plain = object.FindMember(name);
+    if (plain == object.MemberEnd() || plain->value.IsNull()) {
+      if (required) throw std::invalid_argument(std::string(name) + ": missing");
+      return std::nullopt;
+    }
+    if (!plain->value.IsString()) throw std::invalid_argument(std::string(name) + ": expected a string");
+    return std::string(plain->value.GetString(), plain->value.GetStringLength());
+  };
+  ArchivedMessage message;
+  message.topic = *text("topic", true);
+  message.key = *text("msg_key", true);
+  message.payload = *text("payload", true);
+  message.headers_json = text("headers", false);
+  return message;
 }
 
 std::string StatsToJson(const store::Stats& stats, std::string_view database_id,
@@ -146,6 +196,37 @@ std::string StatsToJson(const store::Stats& stats, std::string_view database_id,
   }
   json.EndArray();
   json.EndObject();
+  return Take(buffer);
+}
+
+std::string AuditToJson(const std::vector<store::AuditEntry>& entries) {
+  rapidjson::StringBuffer buffer;
+  JsonWriter json(buffer);
+  json.StartArray();
+  for (const store::AuditEntry& entry : entries) {
+    json.StartObject();
+    Put(json, "id", entry.id);
+    Put(json, "at", util::FormatRfc3339(entry.at));
+    Put(json, "at_ms", entry.at);
+    Put(json, "actor", entry.actor);
+    Put(json, "host", entry.host);
+    Put(json, "action", entry.action);
+    Put(json, "rows", entry.rows);
+    json.Key("row_id");
+    entry.row_id ? (void)json.Int64(*entry.row_id) : (void)json.Null();
+    Put(json, "detail", entry.detail);
+    json.EndObject();
+  }
+  json.EndArray();
+  return Take(buffer);
+}
+
+std::string IdsToJson(const std::vector<std::int64_t>& ids) {
+  rapidjson::StringBuffer buffer;
+  JsonWriter json(buffer);
+  json.StartArray();
+  for (std::int64_t id : ids) json.Int64(id);
+  json.EndArray();
   return Take(buffer);
 }
 

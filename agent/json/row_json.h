@@ -14,6 +14,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -30,6 +31,10 @@ struct RowJsonOptions {
   bool payload_as_base64 = false;
   // The message's Idempotency-Key; "" leaves the field out.
   std::string_view message_id;
+  // Also write topic_base64, msg_key_base64 and headers_base64 for a column
+  // that is not valid UTF-8 (its text field then holds U+FFFD in place of
+  // the bad bytes): the archive, whose rows must come back byte for byte.
+  bool raw_text_as_base64 = false;
 };
 
 // One row as a JSON object, without a line end.
@@ -39,13 +44,34 @@ std::string RowToJson(const store::Row& row, const RowJsonOptions& options = {})
 std::string RowsToJson(const std::vector<store::Row>& rows, const RowJsonOptions& options = {});
 
 // A line of the retention archive, without its line end: the row with its
-// payload as base64 and its message_id.
+// payload as base64, its message_id, and the raw bytes of any text column
+// that is not valid UTF-8 (raw_text_as_base64). Always valid UTF-8 JSON.
 std::string ArchiveLine(const store::Row& row, std::string_view message_id);
+
+// What ParseArchiveLine gives back: the message as it was enqueued, bytes
+// exactly as they were.
+struct ArchivedMessage {
+  std::string topic;
+  std::string key;
+  std::string payload;
+  std::optional<std::string> headers_json;
+};
+
+// Reads one archive line. Throws std::invalid_argument saying what is wrong
+// (not JSON, a field missing or of the wrong type, bad base64).
+ArchivedMessage ParseArchiveLine(std::string_view line);
 
 // The store's numbers: database_id, undelivered, db_bytes, wal_bytes,
 // limits{max_payload_bytes, max_pending, max_db_bytes} and topics[{topic,
 // status, count, oldest_age_seconds}], ages measured against `now_ms`.
 std::string StatsToJson(const store::Stats& stats, std::string_view database_id,
                         std::int64_t now_ms);
+
+// Audit rows (`outboxctl audit --json`) as a JSON array of {id, at (RFC
+// 3339), at_ms, actor, host, action, rows, row_id (or null), detail}.
+std::string AuditToJson(const std::vector<store::AuditEntry>& entries);
+
+// A list of ids as a JSON array of numbers.
+std::string IdsToJson(const std::vector<std::int64_t>& ids);
 
 }  // namespace outbox::row_json

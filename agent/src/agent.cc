@@ -121,7 +121,7 @@ void Agent::Start() {
   Runtime& rt = d.rt;
   if (d.running.load()) return;
   d.routes.Build(rt.options.topics, d.custom_handlers);
-  rt.metrics->SetLabels(d.routes.Names());
+  rt.metrics->SetLabels(d.routes.Names(), rt.options.metrics_max_topics);
   d.sweeper = std::make_unique<Sweeper>(rt, d.routes, d.dispatcher);
   store::Options read = rt.store_options;
   read.create = false;
@@ -211,9 +211,14 @@ MetricsSnapshot Agent::Snapshot() {
   Impl& d = *impl_;
   MetricsSnapshot snapshot = d.rt.metrics->Snapshot();
   snapshot.breakers = d.routes.BreakerStates();
-  snapshot.unrouted_pending = d.rt.unrouted_pending.load();
   std::lock_guard lock(d.stats_mutex);
   if (d.stats_reader) snapshot.db = d.stats_reader->GetStats();
+  // Rows, not topics: one forgotten topic with a million rows is a million.
+  for (const store::TopicStatusCount& count : snapshot.db.counts) {
+    if (count.status == store::Status::kPending && d.routes.For(count.topic) == nullptr) {
+      snapshot.unrouted_pending += count.count;
+    }
+  }
   return snapshot;
 }
 

@@ -13,12 +13,14 @@ namespace outbox::agent {
 // with its payload in base64 and its message_id.
 std::string ArchiveLine(const store::Row& row, const std::string& database_id);
 
-// Appends rows to `path`, rotating it to PATH.1 (one previous file kept)
-// once it has reached `max_bytes`. Used by one thread (the sweeper).
+// Appends rows to `path`. Once it has reached `max_bytes` it is rotated:
+// compressed (gzip) to PATH.1.gz, the older PATH.i.gz move to PATH.(i+1).gz
+// and only the newest `keep` of them stay (0: none). Used by one thread
+// (the sweeper).
 class ArchiveFile {
  public:
-  ArchiveFile(std::string path, std::int64_t max_bytes)
-      : path_(std::move(path)), max_bytes_(max_bytes) {}
+  ArchiveFile(std::string path, std::int64_t max_bytes, int keep = 7)
+      : path_(std::move(path)), max_bytes_(max_bytes), keep_(keep) {}
 
   // Appends one line per row and fsyncs before returning, so that the rows
   // may be deleted afterwards. Throws std::runtime_error naming the file if
@@ -28,8 +30,16 @@ class ArchiveFile {
   const std::string& path() const { return path_; }
 
  private:
+  // Throws std::runtime_error naming the file; the current file is then
+  // kept (appended to further), so nothing is lost.
+  void Rotate();
+
   const std::string path_;
   const std::int64_t max_bytes_;
+  const int keep_;
 };
+
+// PATH.i.gz, the i-th newest rotated archive.
+std::string RotatedArchivePath(const std::string& path, int i);
 
 }  // namespace outbox::agent

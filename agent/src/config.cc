@@ -14,6 +14,7 @@
 #include <filesystem>
 #include <initializer_list>
 #include <limits>
+#include <map>
 #include <set>
 #include <stdexcept>
 #include <string>
@@ -67,6 +68,13 @@ std::string Child(const std::string& parent, std::string_view key, bool quoted =
 [[noreturn]] void Fail(const std::string& path, std::string_view why) {
   throw std::invalid_argument((path.empty() ? std::string("config") : path) + ": " +
                               std::string(why));
+}
+
+// One line of Config::adjustments: `path: VALUE (default DEFAULT WHY)`.
+std::string Adjusted(const std::string& path, std::int64_t from, std::int64_t to,
+                     std::string_view why) {
+  return path + ": " + std::to_string(to) + " (default " + std::to_string(from) + " " +
+         std::string(why) + ")";
 }
 
 // What the file holds instead, for "expected X, got Y". Strings are not
@@ -269,32 +277,51 @@ std::string InlineSecretWarning(const std::string& path) {
 
 // --- sections ---------------------------------------------------------------
 
-void ReadRetry(Section& retry, store::RetryPolicy& policy) {
+// A pair of values that must keep an order (floor <= ceiling): only values
+// the user wrote can be refused; a default on either side moves to fit the
+// other, and the move is reported.
+void Reconcile(Section& section, std::string_view floor_key, std::int64_t& floor,
+               bool floor_written, std::string_view ceiling_key, std::int64_t& ceiling,
+               bool ceiling_written, std::vector<std::string>& adjustments) {
+  if (ceiling >= floor) return;
+  if (floor_written && ceiling_written) {
+    Fail(section.PathOf(ceiling_key),
+         "must be at least " + std::string(floor_key) + " (" + std::to_string(floor) + ")");
+  }
+  if (floor_written) {
+    adjustments.push_back(Adjusted(section.PathOf(ceiling_key), ceiling, floor,
+                                   "raised to " + std::string(floor_key)));
+    ceiling = floor;
+  } else {
+    adjustments.push_back(Adjusted(section.PathOf(floor_key), floor, ceiling,
+                                   "lowered to " + std::string(ceiling_key)));
+    floor = ceiling;
+  }
+}
+
+void ReadRetry(Section& retry, store::RetryPolicy& policy, std::vector<std::string>& adjustments) {
   retry.ReadChoice<store::Backoff>(
       "strategy",
       {{"fixed", store::Backoff::kFixed}, {"exponential", store::Backoff::kExponential}},
       policy.backoff);
-  retry.Read("first_interval_ms", policy.first_interval_ms, kPositive);
-  retry.Read("max_interval_ms", policy.max_interval_ms, kPositive);
+  const bool first = retry.Read("first_interval_ms", policy.first_interval_ms, kPositive);
+  const bool max = retry.Read("max_interval_ms", policy.max_interval_ms, kPositive);
   retry.ReadInt("max_attempts", policy.max_attempts, kPositiveInt);
   retry.ReadFraction("jitter", policy.jitter);
   retry.Read("max_age_ms", policy.max_age_ms, kNonNegative);
   retry.WarnUnknown();
-  if (policy.max_interval_ms < policy.first_interval_ms) {
-    Fail(retry.PathOf("max_interval_ms"),
-         "must be at least first_interval_ms (" + std::to_string(policy.first_interval_ms) + ")");
-  }
+  Reconcile(retry, "first_interval_ms", policy.first_interval_ms, first, "max_interval_ms",
+            policy.max_interval_ms, max, adjustments);
 }
 
-void ReadBreaker(Section& section, BreakerOptions& breaker) {
+void ReadBreaker(Section& section, BreakerOptions& breaker,
+                 std::vector<std::string>& adjustments) {
   section.ReadInt("failure_threshold", breaker.failure_threshold, Limit(limits::kFailureThreshold));
-  section.Read("open_ms", breaker.open_ms, kPositive);
-  section.Read("max_open_ms", breaker.max_open_ms, kPositive);
+  const bool open = section.Read("open_ms", breaker.open_ms, kPositive);
+  const bool max_open = section.Read("max_open_ms", breaker.max_open_ms, kPositive);
   section.WarnUnknown();
-  if (breaker.max_open_ms < breaker.open_ms) {
-    Fail(section.PathOf("max_open_ms"),
-         "must be at least open_ms (" + std::to_string(breaker.open_ms) + ")");
-  }
+  Reconcile(section, "open_ms", breaker.open_ms, open, "max_open_ms", breaker.max_open_ms,
+            max_open, adjustments);
 }
 
 void ReadBatch(Section& section, transport::BatchOptions& batch) {
@@ -433,14 +460,23 @@ void ReadSigningSecrets(Section& topic, std::vector<std::string>& secrets) {
   Fail(field, why);
 }
 
-TopicOptions ReadTopic(Section& topic, const Options& options) {
-  TopicOptions result;
+// A topic as read, before its timeout is fitted to the lease.
+struct ReadTopicResult {
+  TopicOptions options;
+  bool timeout_written = false;
+  std::vector<std::string> header_names;
+  bool secrets_as_array = false;
+};
+
+ReadTopicResult ReadTopic(Section& topic, std::vector<std::string>& adjustments) {
+  ReadTopicResult read;
+  TopicOptions& result = read.options;
   transport::EndpointOptions& endpoint = result.endpoint;
   if (!topic.Read("url", endpoint.url)) Fail(topic.PathOf("url"), "required key is missing");
   topic.ReadInt("workers", result.workers, Limit(limits::kWorkers));
   topic.ReadInt("queue_capacity", result.queue_capacity, Limit(limits::kQueueCapacity));
   topic.ReadInt("queue_bytes", result.queue_bytes, Limit(limits::kQueueBytes));
-  topic.Read("timeout_ms", endpoint.timeout_ms, kPositive);
+  read.timeout_written = topic.Read("timeout_ms", endpoint.timeout_ms, kPositive);
   topic.Read("connect_timeout_ms", endpoint.connect_timeout_ms, kPositive);
   topic.Read("content_type", endpoint.content_type);
   topic.ReadChoice<transport::CloudEventsMode>(
@@ -451,55 +487,90 @@ TopicOptions ReadTopic(Section& topic, const Options& options) {
       endpoint.cloudevents);
   topic.Read("ce_source", endpoint.ce_source);
   topic.Read("max_retry_after_ms", endpoint.max_retry_after_ms, kNonNegative);
-  std::vector<std::string> header_names;
   if (auto headers = topic.Object("headers", /*user_keys=*/true)) {
-    header_names = ReadHeaders(*headers, endpoint.headers);
+    read.header_names = ReadHeaders(*headers, endpoint.headers);
   }
   ReadSigningSecrets(topic, endpoint.signing_secrets);
   if (auto batch = topic.Object("batch")) ReadBatch(*batch, endpoint.batch);
   if (auto tls = topic.Object("tls")) ReadTls(*tls, endpoint.tls);
   if (auto nats = topic.Object("nats")) ReadNats(*nats, endpoint.nats);
   if (auto mqtt = topic.Object("mqtt")) ReadMqtt(*mqtt, endpoint.mqtt);
-  if (auto retry = topic.Object("retry")) ReadRetry(*retry, result.retry);
-  if (auto breaker = topic.Object("breaker")) ReadBreaker(*breaker, result.breaker);
+  if (auto retry = topic.Object("retry")) ReadRetry(*retry, result.retry, adjustments);
+  if (auto breaker = topic.Object("breaker")) ReadBreaker(*breaker, result.breaker, adjustments);
   topic.WarnUnknown();
-
-  // A request outliving its lease could be sent again by another agent while
-  // still in flight.
-  if (endpoint.timeout_ms >= options.lease_timeout_ms) {
-    Fail(topic.PathOf("timeout_ms"),
-         "must be less than lease_timeout_ms (" + std::to_string(options.lease_timeout_ms) + ")");
-  }
-  try {
-    transport::ValidateSink(endpoint);
-  } catch (const transport::OptionError& error) {
-    const Value* secrets = topic.Find("signing_secret");
-    FailEndpoint(error, topic.path(), header_names, secrets != nullptr && secrets->IsArray());
-  } catch (const std::invalid_argument& error) {
-    Fail(topic.path(), error.what());  // not an option's field: said as it is
-  }
-  return result;
+  const Value* secrets = topic.Find("signing_secret");
+  read.secrets_as_array = secrets != nullptr && secrets->IsArray();
+  return read;
 }
 
-void ReadTopics(Section& root, Options& options) {
+// A request outliving its lease could be sent again by another agent while
+// still in flight, so every timeout_ms stays below lease_timeout_ms. Only
+// values the user wrote are refused: an unwritten lease grows to twice the
+// longest written timeout, an unwritten timeout shrinks to half the lease.
+void FitTimeoutsToLease(std::map<std::string, ReadTopicResult>& topics,
+                        const std::string& topics_path, Options& options, bool lease_written,
+                        std::vector<std::string>& adjustments) {
+  if (!lease_written) {
+    std::int64_t longest = 0;
+    for (const auto& [name, topic] : topics) {
+      if (topic.timeout_written) longest = std::max(longest, topic.options.endpoint.timeout_ms);
+    }
+    if (longest >= options.lease_timeout_ms && longest <= INT64_MAX / 2) {
+      adjustments.push_back(Adjusted("lease_timeout_ms", options.lease_timeout_ms, longest * 2,
+                                     "raised to twice the longest timeout_ms"));
+      options.lease_timeout_ms = longest * 2;
+    }
+  }
+  for (auto& [name, topic] : topics) {
+    std::int64_t& timeout = topic.options.endpoint.timeout_ms;
+    if (timeout < options.lease_timeout_ms) continue;
+    const std::string path = Child(Child(topics_path, name, /*quoted=*/true), "timeout_ms");
+    if (topic.timeout_written) {
+      Fail(path, "must be less than lease_timeout_ms (" +
+                     std::to_string(options.lease_timeout_ms) + ")");
+    }
+    const std::int64_t fitted = std::max<std::int64_t>(1, options.lease_timeout_ms / 2);
+    adjustments.push_back(Adjusted(path, timeout, fitted, "lowered to half of lease_timeout_ms"));
+    timeout = fitted;
+  }
+}
+
+void ValidateTopic(const ReadTopicResult& topic, const std::string& path) {
+  try {
+    transport::ValidateSink(topic.options.endpoint);
+  } catch (const transport::OptionError& error) {
+    FailEndpoint(error, path, topic.header_names, topic.secrets_as_array);
+  } catch (const std::invalid_argument& error) {
+    Fail(path, error.what());  // not an option's field: said as it is
+  }
+}
+
+void ReadTopics(Section& root, Options& options, bool lease_written,
+                std::vector<std::string>& adjustments) {
   const Value* value = root.Find("topics");
   if (value == nullptr) {
     Fail("topics", "required key is missing (give at least one topic with a url)");
   }
   Section topics(*value, "topics", root.warnings(), /*user_keys=*/true);
   if (value->MemberCount() == 0) Fail("topics", "expected at least one topic");
+  std::map<std::string, ReadTopicResult> read_topics;
   topics.ForEach([&](std::string_view name, const Value& topic_value) {
     const std::string path = topics.PathOf(name);
     if (name.empty()) Fail(path, "a topic name must not be empty");
     Section topic(topic_value, path, root.warnings());
-    options.topics.emplace(std::string(name), ReadTopic(topic, options));
+    ReadTopicResult read = ReadTopic(topic, adjustments);
+    ValidateTopic(read, path);
+    read_topics.emplace(std::string(name), std::move(read));
   });
+  FitTimeoutsToLease(read_topics, topics.path(), options, lease_written, adjustments);
+  for (auto& [name, topic] : read_topics) options.topics.emplace(name, std::move(topic.options));
 }
 
 void ReadRetention(Section& section, RetentionOptions& retention) {
   section.Read("delivered_ms", retention.delivered_ms, kNonNegative);
   section.Read("interval_ms", retention.interval_ms, kPositive);
   section.Read("archive_max_bytes", retention.archive_max_bytes, kPositive);
+  section.ReadInt("archive_keep", retention.archive_keep, Limit(limits::kArchiveKeep));
   if (section.Read("archive_path", retention.archive_path) && !retention.archive_path.empty()) {
     // Checked now rather than at the first purge, hours after start.
     const std::filesystem::path directory =
@@ -547,7 +618,7 @@ Config ParseConfig(std::string_view json) {
   Section root(document, "", config.warnings);
   root.Read("sweep_interval_ms", options.sweep_interval_ms, kPositive);
   // Read before the topics: their timeouts are checked against it.
-  root.Read("lease_timeout_ms", options.lease_timeout_ms, kPositive);
+  const bool lease_written = root.Read("lease_timeout_ms", options.lease_timeout_ms, kPositive);
   root.ReadInt("claim_batch", options.claim_batch, Limit(limits::kClaimBatch));
   root.ReadInt("crash_budget", options.crash_budget, Limit(limits::kCrashBudget));
   root.Read("watch_poll_ms", options.watch_poll_ms, Limit(limits::kWatchPollMs));
@@ -566,6 +637,7 @@ Config ParseConfig(std::string_view json) {
       Fail(metrics->PathOf("listen"),
            R"(expected "host:port" such as "127.0.0.1:9464" or "[::1]:9464", or "" to disable)");
     }
+    metrics->ReadInt("max_topics", options.metrics_max_topics, Limit(limits::kMetricsMaxTopics));
     metrics->WarnUnknown();
   }
   if (auto log = root.Object("log")) {
@@ -579,7 +651,7 @@ Config ParseConfig(std::string_view json) {
     log->ReadChoice<std::string>("format", {{"text", "text"}, {"json", "json"}}, config.log_format);
     log->WarnUnknown();
   }
-  ReadTopics(root, options);
+  ReadTopics(root, options, lease_written, config.adjustments);
   root.WarnUnknown();
   return config;
 }

@@ -5,6 +5,7 @@
 #include <set>
 
 #include "outbox/agent.h"
+#include "util/utf8.h"
 
 namespace outbox::agent {
 namespace {
@@ -21,6 +22,11 @@ const std::vector<double> kLatencyBounds = {0.0005, 0.001, 0.0025, 0.005, 0.01, 
 struct Metrics::Impl {
   mutable std::mutex mutex;
   std::set<std::string, std::less<>> labels;        // guarded by mutex
+  // With a "*" route: topics that earned a label of their own when first
+  // seen, at most max_dynamic of them.
+  bool wildcard = false;                            // guarded by mutex
+  std::size_t max_dynamic = 0;                      // guarded by mutex
+  std::set<std::string, std::less<>> dynamic;       // guarded by mutex
   std::map<std::string, TopicCounters> counters;    // guarded by mutex
   std::int64_t taken_back = 0;                      // guarded by mutex
   std::int64_t sweeper_errors = 0;                  // guarded by mutex
@@ -33,18 +39,30 @@ struct Metrics::Impl {
     if (inserted) it->second.latency_buckets.assign(kLatencyBounds.size(), 0);
     return it->second;
   }
-  std::string LabelLocked(std::string_view topic) const {
-    return labels.count(topic) != 0 ? std::string(topic) : std::string("other");
+  std::string LabelLocked(std::string_view topic) {
+    if (labels.count(topic) != 0 || dynamic.count(topic) != 0) return std::string(topic);
+    // Prometheus label values must be UTF-8; a hostile topic stays "other".
+    if (wildcard && dynamic.size() < max_dynamic && topic != "other" &&
+        util::IsValidUtf8(topic)) {
+      dynamic.emplace(topic);
+      return std::string(topic);
+    }
+    return "other";
   }
 };
 
 Metrics::Metrics() : impl_(std::make_unique<Impl>()) {}
 Metrics::~Metrics() = default;
 
-void Metrics::SetLabels(std::vector<std::string> topics) {
+void Metrics::SetLabels(std::vector<std::string> topics, int max_dynamic) {
   std::lock_guard lock(impl_->mutex);
+  impl_->max_dynamic = static_cast<std::size_t>(std::max(0, max_dynamic));
   for (auto& topic : topics) {
-    if (topic != "*") impl_->labels.insert(std::move(topic));
+    if (topic == "*") {
+      impl_->wildcard = true;
+    } else {
+      impl_->labels.insert(std::move(topic));
+    }
   }
 }
 

@@ -25,5 +25,7 @@ inline constexpr Range kClaimBatch{1, 10'000};
 inline constexpr Range kCrashBudget{1, 1000};
 inline constexpr Range kFailureThreshold{1, 1'000'000};
 inline constexpr Range kWatchPollMs{1, 1000};
+inline constexpr Range kMetricsMaxTopics{0, 10'000};
+inline constexpr Range kArchiveKeep{0, 1000};
 
 }  // namespace outbox::agent::limits

@@ -27,6 +27,8 @@ void Validate(const Options& options) {
   CheckRange("claim_batch", options.claim_batch, limits::kClaimBatch);
   CheckRange("crash_budget", options.crash_budget, limits::kCrashBudget);
   CheckRange("watch_poll_ms", options.watch_poll_ms, limits::kWatchPollMs);
+  CheckRange("metrics.max_topics", options.metrics_max_topics, limits::kMetricsMaxTopics);
+  CheckRange("retention.archive_keep", options.retention.archive_keep, limits::kArchiveKeep);
   if (options.retention.delivered_ms < 0) {
     throw std::invalid_argument("retention.delivered_ms: expected 0 (keep) or more");
   }

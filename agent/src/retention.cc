@@ -9,7 +9,8 @@ namespace outbox::agent {
 Retention::Retention(Runtime& runtime) : rt_(runtime) {
   const RetentionOptions& options = rt_.options.retention;
   if (!options.archive_path.empty()) {
-    archive_ = std::make_unique<ArchiveFile>(options.archive_path, options.archive_max_bytes);
+    archive_ = std::make_unique<ArchiveFile>(options.archive_path, options.archive_max_bytes,
+                                             options.archive_keep);
   }
 }
 

@@ -9,7 +9,8 @@
 namespace outbox::agent {
 
 Sweeper::Sweeper(Runtime& runtime, RouteTable& routes, Dispatcher& dispatcher)
-    : rt_(runtime), routes_(routes), dispatcher_(dispatcher), retention_(runtime) {
+    : rt_(runtime), routes_(routes), dispatcher_(dispatcher), retention_(runtime),
+      runtime_state_(runtime, routes) {
   store::Options read = rt_.store_options;
   read.create = false;
   read.cache_kib = 128;  // index seeks, which no cache helps much
@@ -76,6 +77,7 @@ void Sweeper::FullPass() {
       s.MakeDueIfFarAhead(topic, now, route->options.retry.max_interval_ms);
     }
   });
+  runtime_state_.MaybePublish();
   if (rt_.clock->Monotonic() >= next_retention_) {
     retention_.Pass(*reader_);
     next_retention_ =

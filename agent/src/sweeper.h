@@ -13,6 +13,7 @@
 #include "retention.h"
 #include "route_table.h"
 #include "runtime.h"
+#include "runtime_state.h"
 
 namespace outbox::agent {
 
@@ -57,6 +58,7 @@ class Sweeper {
   Dispatcher& dispatcher_;
   std::unique_ptr<store::Store> reader_;  // used by the thread only (after Start)
   Retention retention_;
+  RuntimeStatePublisher runtime_state_;
   std::set<std::string> unrouted_logged_;
   std::chrono::steady_clock::time_point next_retention_{};
   std::jthread thread_;  // last: joined before the rest goes

@@ -25,10 +25,15 @@ int main(int argc, char** argv) {
   app.set_version_flag("--version", "outboxd 0.1.0");
   outbox::daemon::DaemonOptions options;
   bool check_only = false;
+  bool print = false;
   app.add_option("--db", options.db_path, "the application's SQLite file")->required();
   app.add_option("--config", options.config_path, "the JSON configuration file")->required();
   app.add_flag("--check-config", check_only,
                "validate the configuration and exit; creates and changes nothing");
+  app.add_flag("--print", print,
+               "with --check-config: print the effective configuration (defaults filled in, "
+               "secrets redacted)")
+      ->needs("--check-config");
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
@@ -51,6 +56,14 @@ int main(int argc, char** argv) {
     for (const std::string& warning : config.warnings) {
       std::cerr << "outboxd: warning: " << options.config_path << ": " << warning << '\n';
     }
+    // A default moved to fit what the user wrote: say what it is now.
+    for (const std::string& adjustment : config.adjustments) {
+      std::cerr << "outboxd: note: " << options.config_path << ": " << adjustment << '\n';
+    }
+    if (print) {
+      std::cout << outbox::agent::EffectiveConfigJson(config);
+      return outbox::daemon::kExitOk;
+    }
     const std::size_t topics = config.options.topics.size();
     std::cout << options.config_path << ": ok (" << topics << " topic"
               << (topics == 1 ? "" : "s") << ")\n";
@@ -61,6 +74,9 @@ int main(int argc, char** argv) {
   outbox::daemon::ApplyLogging(*logger, config);
   for (const std::string& warning : config.warnings) {
     logger->warn("{}: {}", options.config_path, warning);
+  }
+  for (const std::string& adjustment : config.adjustments) {
+    logger->info("{}: {}", options.config_path, adjustment);
   }
   try {
     outbox::daemon::Daemon daemon(options, std::move(config), logger);

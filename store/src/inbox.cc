@@ -37,6 +37,23 @@ void InstallInbox(sqlite3* db) {
   transaction.Commit();
 }
 
+bool HasSourceColumn(sqlite3* db) {
+  StatementPtr query = Prepare(db, sql::kInboxHasSource, "inbox: read schema");
+  if (sqlite3_step(query.get()) != SQLITE_ROW) ThrowSqlite(db, "inbox: read schema");
+  return sqlite3_column_int(query.get(), 0) != 0;
+}
+
+// An inbox made by an older version: add `source`. Two receivers doing this
+// at once serialise on IMMEDIATE; the second finds the column and stops.
+void AddSourceColumn(sqlite3* db) {
+  c_api::RawTransaction transaction(db, "inbox");
+  if (!HasSourceColumn(db) &&
+      sqlite3_exec(db, sql::kInboxAddSource, nullptr, nullptr, nullptr) != SQLITE_OK) {
+    ThrowSqlite(db, "inbox: add column source");
+  }
+  transaction.Commit();
+}
+
 }  // namespace
 
 struct Inbox::Impl {
@@ -44,6 +61,7 @@ struct Inbox::Impl {
   InboxOptions options;
   StatementPtr record;
   StatementPtr purge;
+  StatementPtr export_keys;
 };
 
 Inbox::Inbox(sqlite3* connection, const InboxOptions& options) : impl_(std::make_unique<Impl>()) {
@@ -60,8 +78,10 @@ Inbox::Inbox(sqlite3* connection, const InboxOptions& options) : impl_(std::make
   impl_->db = connection;
   impl_->options = options;
   if (!HasInboxTable(connection)) InstallInbox(connection);
+  if (!HasSourceColumn(connection)) AddSourceColumn(connection);
   impl_->record = Prepare(connection, sql::kInboxRecord, "inbox: prepare");
   impl_->purge = Prepare(connection, sql::kInboxPurge, "inbox: prepare");
+  impl_->export_keys = Prepare(connection, sql::kInboxExport, "inbox: prepare");
 }
 
 Inbox::Inbox(SQLite::Database& connection, const InboxOptions& options)
@@ -72,6 +92,11 @@ Inbox::~Inbox() = default;
 sqlite3* Inbox::connection() const { return impl_->db; }
 
 Receipt Inbox::Record(std::string_view key, std::int64_t now_ms) {
+  return Record(key, now_ms, std::nullopt);
+}
+
+Receipt Inbox::Record(std::string_view key, std::int64_t now_ms,
+                      std::optional<std::string_view> source) {
   if (key.empty()) throw std::invalid_argument("idempotency_key: must not be empty");
   if (key.size() > impl_->options.max_key_bytes) {
     throw std::invalid_argument("idempotency_key: " + std::to_string(key.size()) +
@@ -90,6 +115,11 @@ Receipt Inbox::Record(std::string_view key, std::int64_t now_ms) {
   Use use(q);
   sqlite3_bind_text64(q, 1, key.data(), key.size(), SQLITE_STATIC, SQLITE_UTF8);
   sqlite3_bind_int64(q, 2, now_ms);
+  if (source) {
+    sqlite3_bind_text64(q, 3, source->data(), source->size(), SQLITE_STATIC, SQLITE_UTF8);
+  } else {
+    sqlite3_bind_null(q, 3);
+  }
   if (sqlite3_step(q) != SQLITE_DONE) ThrowSqlite(db, "inbox: record key");
   // DO NOTHING on a conflict: no row changed, and no error that could have
   // touched the caller's transaction.
@@ -104,6 +134,30 @@ int Inbox::Purge(std::int64_t cutoff_ms, int batch) {
   sqlite3_bind_int(q, 2, batch);
   if (sqlite3_step(q) != SQLITE_DONE) ThrowSqlite(impl_->db, "inbox: purge");
   return static_cast<int>(sqlite3_changes64(impl_->db));
+}
+
+std::int64_t Inbox::ExportKeys(std::optional<std::string_view> source, std::int64_t since_ms,
+                              std::int64_t until_ms,
+                              const std::function<void(std::string_view key)>& each) {
+  sqlite3_stmt* q = impl_->export_keys.get();
+  Use use(q);
+  if (source) {
+    sqlite3_bind_text64(q, 1, source->data(), source->size(), SQLITE_STATIC, SQLITE_UTF8);
+  } else {
+    sqlite3_bind_null(q, 1);
+  }
+  sqlite3_bind_int64(q, 2, since_ms);
+  sqlite3_bind_int64(q, 3, until_ms);
+  std::int64_t count = 0;
+  int step = SQLITE_ROW;
+  while ((step = sqlite3_step(q)) == SQLITE_ROW) {
+    const auto* text = reinterpret_cast<const char*>(sqlite3_column_text(q, 0));
+    each(std::string_view(text != nullptr ? text : "",
+                          static_cast<std::size_t>(sqlite3_column_bytes(q, 0))));
+    ++count;
+  }
+  if (step != SQLITE_DONE) ThrowSqlite(impl_->db, "inbox: export keys");
+  return count;
 }
 
 }  // namespace outbox::store

@@ -655,6 +655,71 @@ inline constexpr char kQuarantinedCount[] =
     "SELECT count(*) FROM outbox INDEXED BY outbox_quarantine"
     " WHERE status = 0 AND quarantined = 1";
 
+// --- operator actions (store/src/operator.cc) ------------------------------
+//
+// One statement per action and selector form: ?1 id | ?2 topic, ?3 key or
+// NULL | ?4 status or NULL, ?5 created_before or NULL (topic and all forms);
+// ?6 now. Separate forms so that a topic uses the (topic, msg_key) index and
+// an id the primary key.
+#define OUTBOX_SELECT_ID " id = ?1"
+#define OUTBOX_SELECT_TOPIC                                                    \
+  " topic = ?2 AND (?3 IS NULL OR msg_key = ?3) AND (?4 IS NULL OR status = ?4)" \
+  " AND (?5 IS NULL OR created_at < ?5)"
+#define OUTBOX_SELECT_ALL " (?4 IS NULL OR status = ?4) AND (?5 IS NULL OR created_at < ?5)"
+#define OUTBOX_OPERATOR_STATEMENTS(Form, WHERE)                                         \
+  inline constexpr char kInFlight##Form[] =                                             \
+      "SELECT id FROM outbox WHERE status = 3 AND" WHERE " LIMIT 1";                    \
+  inline constexpr char kMarkDelivered##Form[] =                                        \
+      "UPDATE outbox SET status = 1, dead_reason = NULL, updated_at = ?6,"              \
+      " lease_owner = NULL, lease_expires_at = NULL WHERE status IN (0, 2) AND" WHERE;  \
+  inline constexpr char kCancel##Form[] =                                               \
+      "UPDATE outbox SET status = 2, dead_reason = 'cancelled',"                        \
+      " last_error = 'cancelled by operator', updated_at = ?6,"                         \
+      " lease_owner = NULL, lease_expires_at = NULL WHERE status IN (0, 2) AND" WHERE;  \
+  inline constexpr char kRetry##Form[] =                                                \
+      "UPDATE outbox SET status = 0, attempts = 0, crashes = 0, quarantined = 0,"       \
+      " dead_reason = NULL, next_attempt_at = ?6, updated_at = ?6,"                     \
+      " operator_retries = operator_retries + 1 WHERE status = 2 AND" WHERE;            \
+  inline constexpr char kPurgeDead##Form[] =                                            \
+      "DELETE FROM outbox WHERE id IN (SELECT id FROM outbox WHERE status = 2 AND"      \
+      WHERE " LIMIT ?7)";                                                               \
+  inline constexpr char kSelectIds##Form[] =                                            \
+      "SELECT id FROM outbox WHERE id > ?8 AND" WHERE " ORDER BY id LIMIT ?7";
+OUTBOX_OPERATOR_STATEMENTS(ById, OUTBOX_SELECT_ID)
+OUTBOX_OPERATOR_STATEMENTS(ByTopic, OUTBOX_SELECT_TOPIC)
+OUTBOX_OPERATOR_STATEMENTS(All, OUTBOX_SELECT_ALL)
+#undef OUTBOX_OPERATOR_STATEMENTS
+// ?1 id, ?2 now
+inline constexpr char kRequeueDelivered[] =
+    "UPDATE outbox SET status = 0, attempts = 0, crashes = 0, quarantined = 0,"
+    " dead_reason = NULL, next_attempt_at = ?2, updated_at = ?2,"
+    " operator_retries = operator_retries + 1 WHERE id = ?1 AND status = 1";
+inline constexpr char kMarkDeliveredId[] =
+    "UPDATE outbox SET status = 1, dead_reason = NULL, updated_at = ?2"
+    " WHERE id = ?1 AND status IN (0, 2)";
+// ?1 after id, ?2 limit
+inline constexpr char kRowStates[] =
+    "SELECT id, topic, msg_key, status, created_at, updated_at FROM outbox"
+    " WHERE id > ?1 ORDER BY id LIMIT ?2";
+inline constexpr char kPublishRuntime[] =
+    "INSERT INTO outbox_runtime(agent, name, value, updated_at) VALUES(?, ?, ?, ?)"
+    " ON CONFLICT(agent, name) DO UPDATE SET value = excluded.value,"
+    " updated_at = excluded.updated_at";
+inline constexpr char kListRuntime[] =
+    "SELECT agent, name, value, updated_at FROM outbox_runtime ORDER BY agent, name";
+inline constexpr char kRuntimeValue[] =
+    "SELECT value FROM outbox_runtime WHERE name = ? ORDER BY updated_at DESC LIMIT 1";
+inline constexpr char kRestoreMessage[] =
+    "INSERT INTO outbox(topic, msg_key, payload, headers) VALUES(?1, ?2, ?3, ?4)"
+    " ON CONFLICT(topic, msg_key) DO NOTHING";
+inline constexpr char kAuditAction[] =
+    "INSERT INTO outbox_audit(at, actor, host, action, rows, row_id, detail)"
+    " VALUES(?, ?, ?, ?, ?, ?, ?)";
+// ?1 since, ?2 limit
+inline constexpr char kListAudit[] =
+    "SELECT id, at, actor, host, action, rows, row_id, detail FROM outbox_audit"
+    " WHERE at >= ?1 ORDER BY at, id LIMIT ?2";
+
 // --- inbox (the receiving side) -------------------------------------------------
 //
 // Installed by Inbox itself, not by a migration of the outbox schema: a
@@ -662,18 +727,32 @@ inline constexpr char kQuarantinedCount[] =
 // is the row; received_at serves the purge.
 inline constexpr char kHasInboxTable[] =
     "SELECT count(*) FROM sqlite_schema WHERE type = 'table' AND name = 'outbox_inbox'";
+// `source`: which sender the key came from, when the receiver knows it (a
+// CloudEvents source, a header); NULL otherwise. Export by window and source
+// serves reconciliation with each sender.
 inline constexpr char kInstallInbox[] = R"sql(
 CREATE TABLE IF NOT EXISTS outbox_inbox(
   key         TEXT PRIMARY KEY,
-  received_at INTEGER NOT NULL
+  received_at INTEGER NOT NULL,
+  source      TEXT
 ) WITHOUT ROWID;
 CREATE INDEX IF NOT EXISTS outbox_inbox_received ON outbox_inbox(received_at);
 )sql";
+// Tables created before `source` existed gain it (a cheap ALTER: no rewrite).
+inline constexpr char kInboxHasSource[] =
+    "SELECT count(*) FROM pragma_table_info('outbox_inbox') WHERE name = 'source'";
+inline constexpr char kInboxAddSource[] = "ALTER TABLE outbox_inbox ADD COLUMN source TEXT";
+// ?1 source or NULL (every source), ?2 since, ?3 until (received_at)
+inline constexpr char kInboxExport[] =
+    "SELECT key FROM outbox_inbox WHERE received_at >= ?2 AND received_at < ?3"
+    " AND (?1 IS NULL OR source = ?1) ORDER BY received_at, key";
 // The unique key decides, never a prior SELECT: two deliveries racing each
 // other cannot both insert (docs/receiving.md). sqlite3_changes() tells which.
 // ?1 key, ?2 received_at
+// ?3 source or NULL
 inline constexpr char kInboxRecord[] =
-    "INSERT INTO outbox_inbox(key, received_at) VALUES(?1, ?2) ON CONFLICT(key) DO NOTHING";
+    "INSERT INTO outbox_inbox(key, received_at, source) VALUES(?1, ?2, ?3)"
+    " ON CONFLICT(key) DO NOTHING";
 // ?1 cutoff, ?2 batch
 inline constexpr char kInboxPurge[] =
     "DELETE FROM outbox_inbox WHERE key IN (SELECT key FROM outbox_inbox"

@@ -120,6 +120,8 @@ class Daemon:
             stdout=subprocess.DEVNULL,
             stderr=subprocess.PIPE,
             text=True,
+            # A hostile topic or key may reach the log as raw bytes.
+            errors="backslashreplace",
             env=env,
         )
         self._lines = []
@@ -499,6 +501,30 @@ class ConfigTest(OutboxdTestCase):
         self.assertEqual(after, before)
 
 
+    def test_check_config_adapts_a_default_and_prints_the_effective_config(self):
+        # Only lease_timeout_ms written: the default timeout_ms (5000) must
+        # not make the config fail; it becomes smaller and is shown.
+        os.environ["OUTBOX_TEST_CHECK_TOKEN"] = "Bearer t0ps3cret"
+        self.write_config({"lease_timeout_ms": 2000, "topics": {"*": {
+            "url": "http://127.0.0.1:1/in",
+            "headers": {"Authorization": "env:OUTBOX_TEST_CHECK_TOKEN"}}}})
+        run = lambda *extra: subprocess.run(
+            [OUTBOXD, "--db", self.db, "--config", self.config_path, "--check-config", *extra],
+            capture_output=True, text=True, timeout=DEADLINE_S)
+        result = run()
+        self.assertEqual(result.returncode, 0, result.stderr)
+        self.assertIn('topics."*".timeout_ms: 1000 (default 5000', result.stderr)
+        printed = run("--print")
+        self.assertEqual(printed.returncode, 0, printed.stderr)
+        effective = json.loads(printed.stdout)
+        self.assertEqual(effective["lease_timeout_ms"], 2000)
+        self.assertEqual(effective["topics"]["*"]["timeout_ms"], 1000)
+        self.assertEqual(effective["metrics"]["max_topics"], 100)
+        self.assertEqual(effective["topics"]["*"]["headers"]["Authorization"], "<redacted>")
+        self.assertNotIn("t0ps3cret", printed.stdout + printed.stderr)
+        self.assertFalse(os.path.exists(self.db))
+
+
 class MetricsTest(OutboxdTestCase):
     def test_metrics_agree_with_the_database(self):
         good = self.receiver(status=200)
@@ -507,13 +533,15 @@ class MetricsTest(OutboxdTestCase):
                                          "refunds": {"url": bad.url}}))
         delivered = [self.insert("orders", f"o{i}") for i in range(3)]
         dead = [self.insert("refunds", f"r{i}") for i in range(2)]
-        stray = [self.insert("stray.a", "s1"), self.insert("stray.b", "s2")]  # no route
+        # No route; three rows in two topics: the gauge counts rows.
+        stray = [self.insert("stray.a", "s1"), self.insert("stray.a", "s2"),
+                 self.insert("stray.b", "s3")]
         wait_until(lambda: all(self.status_of(i) == 1 for i in delivered), what="delivered")
         wait_until(lambda: all(self.status_of(i) == 2 for i in dead), what="dead")
 
         def consistent():
             samples = daemon.metrics()
-            return samples if samples.get(("outbox_unrouted_pending", ())) == 2 else None
+            return samples if samples.get(("outbox_unrouted_pending", ())) == 3 else None
 
         samples = wait_until(consistent, what="unrouted rows counted")
         self.assertEqual(samples[("outbox_delivered_total", (("topic", "orders"),))], 3)

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <atomic>
 #include <latch>
+#include <optional>
 #include <random>
 #include <string>
 #include <thread>
@@ -266,6 +267,47 @@ TEST(Inbox, ConcurrentDeliveriesOfTheSameKeysApplyEachOnce) {
   EXPECT_EQ(recorded.getColumn(0).getInt(), kKeys);
   // Not asserted: how often a stale snapshot forced a redo depends on timing.
   RecordProperty("redone", redone.load());
+}
+
+TEST_F(InboxTest, ExportKeysByWindowAndSource) {
+  const auto deliver = [&](const std::string& key, std::int64_t at,
+                           std::optional<std::string_view> source) {
+    db_.exec("BEGIN IMMEDIATE");
+    EXPECT_EQ(inbox_.Record(key, at, source), Receipt::kNew);
+    db_.exec("COMMIT");
+  };
+  deliver("a", 100, "urn:device-1");
+  deliver("b", 200, "urn:device-2");
+  deliver("c", 300, "urn:device-1");
+  deliver("d", 400, std::nullopt);
+  const auto exported = [&](std::optional<std::string_view> source, std::int64_t since,
+                            std::int64_t until) {
+    std::vector<std::string> keys;
+    const std::int64_t n =
+        inbox_.ExportKeys(source, since, until, [&](std::string_view key) { keys.emplace_back(key); });
+    EXPECT_EQ(n, static_cast<std::int64_t>(keys.size()));
+    return keys;
+  };
+  EXPECT_EQ(exported("urn:device-1", 0, 1000), (std::vector<std::string>{"a", "c"}));
+  EXPECT_EQ(exported(std::nullopt, 200, 400), (std::vector<std::string>{"b", "c"}));
+  EXPECT_EQ(exported(std::nullopt, 0, 1000).size(), 4u);
+  EXPECT_TRUE(exported("urn:nobody", 0, 1000).empty());
+}
+
+TEST(InboxUpgrade, AnInboxWithoutASourceColumnGainsOneAndKeepsItsKeys) {
+  SQLite::Database db(":memory:", SQLite::OPEN_READWRITE | SQLite::OPEN_CREATE);
+  db.exec(
+      "CREATE TABLE outbox_inbox(key TEXT PRIMARY KEY, received_at INTEGER NOT NULL) WITHOUT ROWID;"
+      "INSERT INTO outbox_inbox VALUES('old', 5)");
+  Inbox inbox(db);
+  db.exec("BEGIN IMMEDIATE");
+  EXPECT_EQ(inbox.Record("old", 6, "s"), Receipt::kDuplicate);
+  EXPECT_EQ(inbox.Record("new", 7, "s"), Receipt::kNew);
+  db.exec("COMMIT");
+  std::vector<std::string> keys;
+  inbox.ExportKeys("s", 0, 100, [&](std::string_view key) { keys.emplace_back(key); });
+  EXPECT_EQ(keys, std::vector<std::string>{"new"});
+  Inbox again(db);  // the column exists now: nothing to do
 }
 
 }  // namespace

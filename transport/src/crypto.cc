@@ -15,6 +15,7 @@
 #include "internal.h"
 #include "outbox/transport.h"
 #include "util/base64.h"
+#include "util/message_id.h"
 
 namespace outbox::transport {
 namespace {
@@ -116,12 +117,10 @@ std::string DecodeWebhookSecret(std::string_view secret, std::string_view field)
 
 }  // namespace internal
 
+// One implementation, in util/, so that outboxctl (which links no transport)
+// computes the same keys when it reconciles with a receiver.
 std::string MessageId(std::string_view database_id, std::string_view topic, std::string_view key) {
-  LengthPrefixedSha256 hash;
-  hash.Add(database_id);
-  hash.Add(topic);
-  hash.Add(key);
-  return hash.HexDigest();
+  return util::MessageId(database_id, topic, key);
 }
 
 std::string BatchId(std::span<const Message> messages) {

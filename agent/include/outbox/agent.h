@@ -126,9 +126,11 @@ struct RetentionOptions {
   // Delivered rows older than this are purged, ms. 0 = keep forever.
   std::int64_t delivered_ms = 604'800'000;
   // If set, purged rows are appended to this file as JSON lines (fsynced
-  // before the delete); rotated to PATH.1 at archive_max_bytes.
+  // before the delete); at archive_max_bytes it is compressed to PATH.1.gz
+  // and older ones shift to PATH.2.gz ...; archive_keep of them are kept.
   std::string archive_path;
   std::int64_t archive_max_bytes = 64 * 1024 * 1024;
+  int archive_keep = 7;
   // How often the purge runs, ms.
   std::int64_t interval_ms = 60'000;
 };
@@ -168,14 +170,18 @@ struct Options {
   std::shared_ptr<spdlog::logger> logger;
   // Counters that outlive an Agent (outboxd keeps them across reloads).
   std::shared_ptr<Metrics> metrics;
+  // With a "*" route: the first this many distinct topics it serves get a
+  // metrics label of their own; later ones count as "other".
+  int metrics_max_topics = 100;
 };
 
 // Throws std::invalid_argument naming the field.
 void Validate(const Options& options);
 
 // ---------------------------------------------------------------------------
-// Metrics: counters and a latency histogram per topic label. Only configured
-// topics get their own label; every other topic counts as "other".
+// Metrics: counters and a latency histogram per topic label. Configured
+// topics get their own label; with a "*" route, so do the first
+// `max_dynamic` other topics seen; every other topic counts as "other".
 
 struct TopicCounters {
   std::int64_t enqueued = 0;
@@ -209,7 +215,7 @@ struct MetricsSnapshot {
   // From the database at snapshot time.
   store::Stats db;
   std::int64_t taken_back_leases = 0;
-  // Topics that have pending rows but no route (no entry, no "*").
+  // Pending rows whose topic has no route (no entry, no "*").
   std::int64_t unrouted_pending = 0;
   // Sweeper passes that failed (threw) since the Metrics were made, the
   // failures since the last pass that succeeded, and the last error text.
@@ -227,8 +233,10 @@ class Metrics {
  public:
   Metrics();
   ~Metrics();
-  // Topics that get their own label; everything else is "other".
-  void SetLabels(std::vector<std::string> topics);
+  // Topics that get their own label. When `topics` holds "*", each further
+  // topic seen gets a label of its own too, up to `max_dynamic` of them
+  // (valid UTF-8 only); everything else is "other".
+  void SetLabels(std::vector<std::string> topics, int max_dynamic = 100);
 
   void Enqueued(std::string_view topic, std::int64_t n = 1);
   void Delivered(std::string_view topic, double latency_seconds);
@@ -342,6 +350,10 @@ struct Config {
   std::string log_format = "text";  // text or json
   // Unknown keys, for the caller to warn about.
   std::vector<std::string> warnings;
+  // Defaults that were moved to fit a value the user wrote, one line each:
+  // `topics."*".timeout_ms: 1000 (default 5000 lowered to half of
+  // lease_timeout_ms)`. For `outboxd --check-config` to show.
+  std::vector<std::string> adjustments;
 };
 
 // Parses and validates the JSON config. Throws std::invalid_argument with one
@@ -349,5 +361,10 @@ struct Config {
 // `topics."order.created".retry.max_attempts: expected a positive integer`.
 // Resolves env:/file: secret references.
 Config ParseConfig(std::string_view json);
+
+// The whole effective configuration as indented JSON, defaults filled in, in
+// the config file's own keys. Secrets (header values, signing secrets, broker
+// passwords, tokens, seeds, credentials, passwords in URLs) read "<redacted>".
+std::string EffectiveConfigJson(const Config& config);
 
 }  // namespace outbox::agent

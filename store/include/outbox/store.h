@@ -590,6 +590,133 @@ class Store {
 };
 
 // ---------------------------------------------------------------------------
+// Operator actions (outboxctl): each one is one write transaction that
+// changes the rows it selects and writes ONE outbox_audit row saying who
+// (user and host), what, how many rows and when.
+
+// Who acts: the login name and the host it acted from.
+struct Actor {
+  std::string user;
+  std::string host;
+};
+
+// Which rows an action touches. Exactly one of: `id`; `topic` (optionally
+// narrowed by `key`, `status` and `created_before`); `all` (optionally
+// narrowed by `status` and `created_before`).
+struct RowSelector {
+  std::optional<std::int64_t> id;
+  std::optional<std::string> topic;
+  std::optional<std::string> key;             // with topic: that one message
+  std::optional<Status> status;               // with topic or all
+  std::optional<std::int64_t> created_before;  // ms; with topic or all
+  bool all = false;
+  // "id=7", "topic=orders key=k1", "topic=orders status=dead created_before=...":
+  // for the audit row's detail and for messages.
+  std::string Describe() const;
+};
+
+// The action would change a row that an agent is sending right now; nothing
+// was changed. Try again once the send has finished or its lease expired.
+class InFlightError : public StoreError {
+ public:
+  using StoreError::StoreError;
+};
+
+struct AuditEntry {
+  std::int64_t id = 0;
+  std::int64_t at = 0;
+  std::string actor;
+  std::string host;
+  std::string action;
+  std::int64_t rows = 0;
+  std::optional<std::int64_t> row_id;
+  std::string detail;
+};
+
+// Works on a Store's connection (which must outlive it). Not thread-safe,
+// like the Store. Every method throws std::invalid_argument for a selector
+// that is not exactly one of its three forms, StoreError otherwise.
+class Operator {
+ public:
+  explicit Operator(Store& store);
+  ~Operator();
+  Operator(const Operator&) = delete;
+  Operator& operator=(const Operator&) = delete;
+
+  // Pending or dead → delivered (without sending). Throws InFlightError if
+  // a selected row is in flight. Returns how many rows changed.
+  int MarkDelivered(const RowSelector& selector, const Actor& actor, std::int64_t now);
+  // Pending or dead → dead with dead_reason "cancelled" and last_error
+  // "cancelled by operator". Throws InFlightError as MarkDelivered.
+  int Cancel(const RowSelector& selector, const Actor& actor, std::int64_t now);
+  // Dead → pending with a fresh budget (attempts 0, due now).
+  int Retry(const RowSelector& selector, const Actor& actor, std::int64_t now);
+  // Deletes up to `batch` dead rows chosen by `selector`, one short write
+  // transaction, no audit row: call until it returns less than `batch`,
+  // then RecordAudit once with the total.
+  int PurgeDeadBatch(const RowSelector& selector, int batch);
+  // Delivered → pending with a fresh budget, for each id still delivered
+  // (the receiver lost them). One audit row. Returns how many changed.
+  int Requeue(std::span<const std::int64_t> ids, const Actor& actor, std::string_view action,
+              std::int64_t now);
+  // Pending or dead → delivered for each id not in flight (the receiver
+  // applied them). One audit row. Returns how many changed.
+  int MarkDeliveredIds(std::span<const std::int64_t> ids, const Actor& actor,
+                       std::string_view action, std::int64_t now);
+
+  // Puts an archived message back as a new pending row (due now, fresh
+  // budget), bytes exactly as given; "" headers_json stores NULL. False if
+  // (topic, key) already exists (nothing written). The insert triggers still
+  // apply: a message they refuse throws StoreError and
+  // leaves an open transaction usable.
+  bool Restore(const NewMessage& message);
+
+  // Ids of the selected rows, ascending, at most `limit`, ids > after_id.
+  std::vector<std::int64_t> SelectIds(const RowSelector& selector, int limit,
+                                      std::int64_t after_id = 0);
+
+  // What reconciliation needs of each row, no payload: rows with id >
+  // after_id, ascending, at most `limit`.
+  struct RowState {
+    std::int64_t id = 0;
+    std::string topic;
+    std::string key;
+    Status status = Status::kPending;
+    std::int64_t created_at = 0;
+    std::int64_t updated_at = 0;
+  };
+  std::vector<RowState> States(std::int64_t after_id, int limit);
+
+  // An agent's state, name by name, into outbox_runtime (one transaction
+  // unless one is open); replaces what `agent` published before.
+  void PublishRuntime(std::string_view agent,
+                      std::span<const std::pair<std::string, std::string>> values,
+                      std::int64_t now);
+  // Everything agents published: (agent, name, value, updated_at).
+  struct RuntimeEntry {
+    std::string agent;
+    std::string name;
+    std::string value;
+    std::int64_t updated_at = 0;
+  };
+  std::vector<RuntimeEntry> Runtime();
+
+  // The most recent value any agent published under `name` in
+  // outbox_runtime (e.g. "lease_timeout_ms"), or nullopt.
+  std::optional<std::string> RuntimeValue(std::string_view name);
+
+  // Writes one audit row (for actions done in several transactions).
+  void RecordAudit(const Actor& actor, std::string_view action, std::int64_t rows,
+                   std::optional<std::int64_t> row_id, std::string_view detail, std::int64_t now);
+  // Audit rows with at >= since, oldest first, at most `limit`.
+  std::vector<AuditEntry> Audit(std::int64_t since, int limit);
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+// ---------------------------------------------------------------------------
 // The receiving side (docs/receiving.md): delivery is at-least-once, so a
 // receiver applies a message and records its Idempotency-Key in ONE
 // transaction of its own. The key's PRIMARY KEY decides whether it is new
@@ -597,10 +724,11 @@ class Store {
 // both pass it), so a duplicate is answered 2xx without being applied again.
 //
 // The keys live in the receiver's own SQLite file, in a table of their own,
-// `outbox_inbox(key TEXT PRIMARY KEY, received_at INTEGER NOT NULL)`, which
-// the Inbox creates when missing. The file needs no outbox schema; a plain-SQL
+// `outbox_inbox(key TEXT PRIMARY KEY, received_at INTEGER NOT NULL, source
+// TEXT)`, which the Inbox creates when missing (and adds `source` to when an
+// older version made it). The file needs no outbox schema; a plain-SQL
 // receiver can do the same with
-//   INSERT INTO outbox_inbox(key, received_at) VALUES(?, ?) ON CONFLICT DO NOTHING
+//   INSERT INTO outbox_inbox(key, received_at, source) VALUES(?, ?, ?) ON CONFLICT DO NOTHING
 // and `changes()` (1: new, 0: duplicate).
 //
 // Retention: a key purged too early lets a late retry be applied twice. Keep
@@ -645,6 +773,20 @@ class Inbox {
   // long key; no open transaction) before any I/O, or StoreError (then roll
   // back).
   Receipt Record(std::string_view key, std::int64_t now_ms);
+  // The same, also recording which sender the key came from (`source`, e.g.
+  // the CloudEvents source or a header), so that ExportKeys can answer one
+  // sender's reconciliation. nullopt stores NULL.
+  Receipt Record(std::string_view key, std::int64_t now_ms,
+                 std::optional<std::string_view> source);
+
+  // Calls `each` with every key received in [since_ms, until_ms) from
+  // `source` (nullopt: from every source, NULL ones included), oldest
+  // first; returns how many. What a sender's `outboxctl reconcile
+  // --receiver-keys` reads, one key per line. Reads in the connection's
+  // transaction if one is open. Throws StoreError.
+  std::int64_t ExportKeys(std::optional<std::string_view> source, std::int64_t since_ms,
+                          std::int64_t until_ms,
+                          const std::function<void(std::string_view key)>& each);
 
   // Deletes up to `batch` keys received before `cutoff_ms` (oldest first) and
   // returns how many; call until it returns less than `batch`. Inside an open

@@ -1,0 +1,96 @@
+#include "outboxctl_common.h"
+
+#include <unistd.h>
+
+#include <climits>
+#include <cstdio>
+#include <cstdlib>
+
+#include "util/clock.h"
+#include "util/time_arg.h"
+
+namespace outbox::ctl {
+
+store::Store Open(const Context& context, bool create) {
+  store::Options options;
+  options.path = context.db_path;
+  options.create = create;
+  options.cache_kib = 512;
+  return store::Store(options);
+}
+
+store::Actor CurrentActor() {
+  store::Actor actor;
+  const char* user = std::getenv("SUDO_USER");
+  if (user == nullptr || *user == '\0') user = std::getenv("USER");
+  actor.user = user != nullptr && *user != '\0' ? user : "uid " + std::to_string(::getuid());
+  char host[HOST_NAME_MAX + 1] = {};
+  actor.host = ::gethostname(host, sizeof host - 1) == 0 ? host : "unknown";
+  return actor;
+}
+
+double AgeSeconds(std::int64_t now_ms, std::int64_t then_ms) {
+  return (static_cast<double>(now_ms) - static_cast<double>(then_ms)) / 1000.0;
+}
+
+std::string OneLine(std::string_view text, std::size_t max) {
+  std::string out;
+  for (char c : text) {
+    if (out.size() >= max) {
+      out += "…";
+      break;
+    }
+    const auto byte = static_cast<unsigned char>(c);
+    out += (byte < 0x20 || byte == 0x7f) ? ' ' : c;
+  }
+  return out;
+}
+
+store::Status ParseActionStatus(const std::string& name, std::string_view field) {
+  if (name == "pending") return store::Status::kPending;
+  if (name == "dead") return store::Status::kDead;
+  throw std::invalid_argument(std::string(field) + ": expected pending or dead, not '" + name +
+                              "'");
+}
+
+std::int64_t TimeFlag(std::string_view flag, std::string_view text, std::int64_t now_ms) {
+  try {
+    return util::ParseTimeArg(text, now_ms);
+  } catch (const std::invalid_argument& e) {
+    throw std::invalid_argument(std::string(flag) + ": " + e.what());
+  }
+}
+
+std::int64_t DurationFlag(std::string_view flag, std::string_view text) {
+  try {
+    return util::ParseDuration(text);
+  } catch (const std::invalid_argument& e) {
+    throw std::invalid_argument(std::string(flag) + ": " + e.what());
+  }
+}
+
+std::string Rows(std::int64_t n) { return std::to_string(n) + (n == 1 ? " row" : " rows"); }
+
+Progress::Progress(std::string what) : what_(std::move(what)), enabled_(::isatty(2) == 1) {}
+
+Progress::~Progress() {
+  if (shown_) std::fputs("\r\033[K", stderr);
+}
+
+void Progress::Update(std::int64_t done, std::optional<std::int64_t> total) {
+  if (!enabled_) return;
+  const std::int64_t now = util::NowMs();
+  if (now - last_shown_ms_ < 200) return;  // a terminal needs no more than 5 a second
+  last_shown_ms_ = now;
+  shown_ = true;
+  if (total && *total > 0) {
+    std::fprintf(stderr, "\r\033[K%s: %lld of %lld (%d%%)", what_.c_str(),
+                 static_cast<long long>(done), static_cast<long long>(*total),
+                 static_cast<int>(done * 100 / *total));
+  } else {
+    std::fprintf(stderr, "\r\033[K%s: %lld", what_.c_str(), static_cast<long long>(done));
+  }
+  std::fflush(stderr);
+}
+
+}  // namespace outbox::ctl

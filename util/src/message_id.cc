@@ -1,0 +1,51 @@
+#include "util/message_id.h"
+
+#include <openssl/evp.h>
+
+#include <array>
+#include <cstdint>
+#include <memory>
+#include <stdexcept>
+
+namespace outbox::util {
+namespace {
+
+struct FreeContext {
+  void operator()(EVP_MD_CTX* context) const { EVP_MD_CTX_free(context); }
+};
+
+void Check(bool ok, const char* what) {
+  if (!ok) throw std::runtime_error(std::string("message id: OpenSSL ") + what + " failed");
+}
+
+}  // namespace
+
+std::string MessageId(std::string_view database_id, std::string_view topic, std::string_view key) {
+  std::unique_ptr<EVP_MD_CTX, FreeContext> context(EVP_MD_CTX_new());
+  Check(context != nullptr && EVP_DigestInit_ex(context.get(), EVP_sha256(), nullptr) == 1,
+        "SHA-256 init");
+  for (std::string_view field : {database_id, topic, key}) {
+    std::array<unsigned char, 8> length{};
+    std::uint64_t size = field.size();
+    for (int i = 7; i >= 0; --i) {
+      length[static_cast<std::size_t>(i)] = static_cast<unsigned char>(size);
+      size >>= 8;
+    }
+    Check(EVP_DigestUpdate(context.get(), length.data(), length.size()) == 1 &&
+              EVP_DigestUpdate(context.get(), field.data(), field.size()) == 1,
+          "SHA-256 update");
+  }
+  std::array<unsigned char, EVP_MAX_MD_SIZE> digest{};
+  unsigned int size = 0;
+  Check(EVP_DigestFinal_ex(context.get(), digest.data(), &size) == 1, "SHA-256 final");
+  static constexpr char kHex[] = "0123456789abcdef";
+  std::string hex;
+  hex.reserve(size * 2);
+  for (unsigned int i = 0; i < size; ++i) {
+    hex += kHex[digest[i] >> 4];
+    hex += kHex[digest[i] & 0x0f];
+  }
+  return hex;
+}
+
+}  // namespace outbox::util
