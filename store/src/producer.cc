@@ -3,7 +3,9 @@
 // Uses the C API because the caller may hand us a bare sqlite3*. Field checks
 // that need the database (headers JSON, limits) live in the BEFORE INSERT
 // trigger so that plain-SQL writers get them too; here their RAISE messages
-// become typed errors.
+// become typed errors. From schema 5 on, the payload and headers go into
+// outbox_payload, which has no trigger: the Producer checks them itself in
+// the statements it runs (sql::kCheckHeaders, sql::kInsertState).
 #include <SQLiteCpp/Database.h>
 #include <sqlite3.h>
 
@@ -85,6 +87,9 @@ void BindOptionalText(sqlite3_stmt* q, int index, const std::optional<std::strin
 [[noreturn]] void ThrowInsertError(sqlite3* db, const NewMessage& message) {
   ThrowInsertError(message, sqlite3_extended_errcode(db), sqlite3_errmsg(db));
 }
+
+constexpr char kBadHeaders[] =
+    "outbox: headers: must be a JSON object of string values without CR or LF";
 
 
 // The \uXXXX escape at `at` (a backslash), or -1 if it is none.
@@ -184,6 +189,7 @@ struct Producer::Impl {
   StatementPtr insert_state;
   StatementPtr insert_payload;
   StatementPtr undo_state;
+  StatementPtr check_headers;
   StatementPtr find;
 
   // Every parameter of kInsert and kInsertState but the payload's (?3, ?4).
@@ -213,16 +219,29 @@ struct Producer::Impl {
     }
   }
 
-  // Two rows, one payload write: the state row in outbox, then the payload
-  // under its id. The payload's checks run on the second insert; if they
-  // refuse it, the first is deleted again so that the caller's transaction
-  // is as it was.
+  // The checks outbox_check_insert makes of plain SQL's headers.
+  void CheckHeaders(const NewMessage& message) {
+    if (message.headers_json.empty()) return;
+    sqlite3_stmt* q = check_headers.get();
+    Use use(q);
+    BindText(q, 1, message.headers_json);
+    const int rc = sqlite3_step(q);
+    if (rc == SQLITE_ROW) ThrowInsertError(message, SQLITE_CONSTRAINT_TRIGGER, kBadHeaders);
+    if (rc != SQLITE_DONE) ThrowSqlite(db, "enqueue: check headers");
+  }
+
+  // Two rows, one payload write: the state row in outbox (which also has
+  // the trigger check the payload's size, before capacity), then the
+  // payload under its id. If the second insert fails, the first is deleted
+  // again so that the caller's transaction is as it was.
   EnqueueResult InsertSplit(const NewMessage& message) {
+    CheckHeaders(message);
     std::int64_t id = 0;
     {
       sqlite3_stmt* q = insert_state.get();
       Use use(q);
       BindState(q, message);
+      sqlite3_bind_int64(q, 12, static_cast<sqlite3_int64>(message.payload.size()));
       if (sqlite3_step(q) != SQLITE_DONE) ThrowInsertError(db, message);
       id = sqlite3_last_insert_rowid(db);
     }
@@ -275,6 +294,7 @@ Producer::Producer(sqlite3* connection) : impl_(std::make_unique<Impl>()) {
     impl_->insert_state = Prepare(connection, sql::kInsertState);
     impl_->insert_payload = Prepare(connection, sql::kInsertPayload);
     impl_->undo_state = Prepare(connection, sql::kDeleteInserted);
+    impl_->check_headers = Prepare(connection, sql::kCheckHeaders);
   } else {
     impl_->insert = Prepare(connection, sql::kInsert);
   }

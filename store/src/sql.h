@@ -275,8 +275,10 @@ END;
 // Plain-SQL inserts are moved by the AFTER INSERT trigger outbox_move_payload
 // in the inserting statement's own transaction; the library's Producer writes
 // both tables itself and leaves the trigger nothing to do. The payload and
-// headers checks move to outbox_payload's own BEFORE INSERT trigger, so they
-// run once on either path. Reading the payload goes through the view
+// headers checks stay in outbox_check_insert, on the values plain SQL wrote
+// into outbox; the Producer writes an empty payload and no headers there
+// (those checks cost it nothing) and checks its own in the statements it
+// runs (kCheckHeaders, kInsertState), so outbox_payload needs no trigger. Reading the payload goes through the view
 // outbox_message (outbox.payload reads as an empty blob). A later migration
 // that adds a column to outbox recreates the view.
 //
@@ -323,33 +325,18 @@ BEGIN
           OR length(CAST(NEW.ordering_key AS BLOB)) > 255);
   SELECT RAISE(ABORT, 'outbox: deliver_at: must be an integer (ms since the epoch)')
    WHERE NEW.deliver_at IS NOT NULL AND typeof(NEW.deliver_at) <> 'integer';
+  -- IS NOT NULL first: the clock is read only for a scheduled message.
   SELECT RAISE(ABORT, 'outbox: deliver_at: more than a year ahead')
-   WHERE NEW.deliver_at > )sql" OUTBOX_NOW_MS R"sql( + 31622400000;
+   WHERE NEW.deliver_at IS NOT NULL AND NEW.deliver_at > )sql" OUTBOX_NOW_MS R"sql( + 31622400000;
   SELECT RAISE(ABORT, 'outbox: expires_at: must be an integer (ms since the epoch)')
    WHERE NEW.expires_at IS NOT NULL AND typeof(NEW.expires_at) <> 'integer';
   SELECT RAISE(ABORT, 'outbox: dead_reason: must be one of permanent, attempts, age, expired, cancelled, crash, hook')
    WHERE NEW.dead_reason IS NOT NULL
      AND NEW.dead_reason NOT IN ('permanent', 'attempts', 'age', 'expired', 'cancelled', 'crash', 'hook');
-  -- Checked here too, before capacity, so that plain SQL hears that the
-  -- message itself is too large, not that the outbox is full. The Producer
-  -- writes an empty payload here; outbox_payload_check judges its row.
-  SELECT RAISE(ABORT, 'outbox: payload: larger than limits.max_payload_bytes')
-    FROM outbox_limits
-   WHERE max_payload_bytes > 0
-     AND length(CAST(NEW.payload AS BLOB)) > max_payload_bytes;
-  SELECT RAISE(ABORT, 'outbox: capacity: limits.max_pending reached')
-    FROM outbox_limits, outbox_counters
-   WHERE max_pending > 0 AND name = 'undelivered' AND value >= max_pending;
-  SELECT RAISE(ABORT, 'outbox: capacity: limits.max_db_bytes reached')
-    FROM outbox_limits
-   WHERE max_db_bytes > 0
-     AND ((SELECT page_count FROM pragma_page_count())
-          - (SELECT freelist_count FROM pragma_freelist_count()))
-         * (SELECT page_size FROM pragma_page_size()) >= max_db_bytes;
-END;
-
-CREATE TRIGGER outbox_payload_check BEFORE INSERT ON outbox_payload
-BEGIN
+  -- Before capacity, so that plain SQL hears that the message itself is
+  -- too large, not that the outbox is full. The Producer writes NULL
+  -- headers and an empty payload here (and checks its own), so its rows
+  -- skip both checks at the cost of a test on NEW.
   SELECT RAISE(ABORT, 'outbox: headers: must be a JSON object of string values without CR or LF')
    WHERE NEW.headers IS NOT NULL
      AND (json_valid(NEW.headers) = 0 OR json_type(NEW.headers) <> 'object'
@@ -357,10 +344,23 @@ BEGIN
                      WHERE type <> 'text' OR key = ''
                         OR instr(key, char(13)) OR instr(key, char(10))
                         OR instr(value, char(13)) OR instr(value, char(10))));
-  SELECT RAISE(ABORT, 'outbox: payload: larger than limits.max_payload_bytes')
-    FROM outbox_limits
-   WHERE max_payload_bytes > 0
-     AND length(CAST(NEW.payload AS BLOB)) > max_payload_bytes;
+  -- The limits in one pass over outbox_limits, in this order: a payload
+  -- over max_payload_bytes (skipped for the Producer's empty one), then
+  -- capacity. One statement rather than three: each costs a scan.
+  SELECT CASE
+    WHEN length(CAST(NEW.payload AS BLOB)) > 0 AND max_payload_bytes > 0
+         AND length(CAST(NEW.payload AS BLOB)) > max_payload_bytes
+      THEN RAISE(ABORT, 'outbox: payload: larger than limits.max_payload_bytes')
+    WHEN max_pending > 0
+         AND (SELECT value FROM outbox_counters WHERE name = 'undelivered') >= max_pending
+      THEN RAISE(ABORT, 'outbox: capacity: limits.max_pending reached')
+    WHEN max_db_bytes > 0
+         AND ((SELECT page_count FROM pragma_page_count())
+              - (SELECT freelist_count FROM pragma_freelist_count()))
+             * (SELECT page_size FROM pragma_page_size()) >= max_db_bytes
+      THEN RAISE(ABORT, 'outbox: capacity: limits.max_db_bytes reached')
+  END
+    FROM outbox_limits;
 END;
 
 -- Plain SQL wrote the payload into outbox: move it. An empty payload without
@@ -413,19 +413,38 @@ inline constexpr char kInsert[] =
     " next_attempt_at, created_at, updated_at)"
     " VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11,"
     " max(coalesce(?10, 0), " OUTBOX_NOW_MS "), " OUTBOX_NOW_MS ", " OUTBOX_NOW_MS ")";
-// Migration 5 on: the state row with an empty payload (outbox_move_payload
-// has nothing to move; ?3 and ?4 are not used), then the payload row under
-// the same id.
+// Migration 5 on: the state row with an empty payload and no headers
+// (outbox_move_payload has nothing to move, outbox_check_insert no payload
+// to judge; ?3 and ?4 are not used), then the payload row under the same id.
+// ?12 is the payload's length. A payload over limits.max_payload_bytes
+// stands in as zeroblob(?12), which outbox_check_insert refuses before it
+// checks capacity, as it would the payload itself; so the limit costs a
+// lookup inside the insert and no statement of its own. (VALUES, not
+// INSERT ... SELECT: with triggers on the table the latter goes through a
+// temporary table.)
 inline constexpr char kInsertState[] =
     "INSERT INTO outbox(topic, msg_key, payload, max_attempts, backoff,"
     " first_interval_ms, schema_version, ordering_key, deliver_at, expires_at,"
     " next_attempt_at, created_at, updated_at)"
-    " VALUES(?1, ?2, X'', ?5, ?6, ?7, ?8, ?9, ?10, ?11,"
+    " VALUES(?1, ?2,"
+    " coalesce((SELECT zeroblob(?12) FROM outbox_limits"
+    "            WHERE max_payload_bytes > 0 AND ?12 > max_payload_bytes), X''),"
+    " ?5, ?6, ?7, ?8, ?9, ?10, ?11,"
     " max(coalesce(?10, 0), " OUTBOX_NOW_MS "), " OUTBOX_NOW_MS ", " OUTBOX_NOW_MS ")";
-// ?1 id, ?2 payload, ?3 headers or NULL
+// ?1 headers: a row if outbox_check_insert would refuse them (the same
+// terms, in a WHERE so that they stop at the first that holds). The
+// Producer runs it only for messages that have headers.
+inline constexpr char kCheckHeaders[] =
+    "SELECT 1 WHERE json_valid(?1) = 0 OR json_type(?1) <> 'object'"
+    " OR EXISTS(SELECT 1 FROM json_each(?1)"
+    "            WHERE type <> 'text' OR key = ''"
+    "               OR instr(key, char(13)) OR instr(key, char(10))"
+    "               OR instr(value, char(13)) OR instr(value, char(10)))";
+// ?1 id, ?2 payload, ?3 headers or NULL (checked by the Producer: the table
+// has no trigger of its own).
 inline constexpr char kInsertPayload[] =
     "INSERT OR REPLACE INTO outbox_payload(id, payload, headers) VALUES(?1, ?2, ?3)";
-// Undoes kInsertState when outbox_payload's checks refuse the payload.
+// Undoes kInsertState when the payload row cannot be written.
 inline constexpr char kDeleteInserted[] = "DELETE FROM outbox WHERE id = ?1";
 inline constexpr char kHasPayloadTable[] =
     "SELECT count(*) FROM sqlite_schema WHERE type = 'table' AND name = 'outbox_payload'";

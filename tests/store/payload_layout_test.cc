@@ -151,6 +151,45 @@ TEST_F(PayloadLayout, ProducerRefusalLeavesTheTransactionAsItWas) {
   EXPECT_EQ(store_.Get(1)->payload, "tiny");
 }
 
+// outbox_payload has no trigger: the Producer checks the payload limit in
+// its state row's INSERT. The caller still hears the payload before the
+// capacity, and both limits still hold for it and for plain SQL.
+TEST_F(PayloadLayout, ProducerHearsThePayloadLimitBeforeCapacity) {
+  store_.SetLimits({/*max_payload_bytes=*/4, /*max_pending=*/1, /*max_db_bytes=*/0});
+  Producer producer(db_);
+  EnqueueOptions standalone;
+  standalone.standalone = true;
+  ASSERT_TRUE(producer.Enqueue({"t", "a", "x", "", {}}, standalone).inserted);
+  try {
+    producer.Enqueue({"t", "big", "too large", "", {}}, standalone);
+    FAIL() << "expected the payload limit";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("max_payload_bytes"), std::string::npos) << e.what();
+  }
+  EXPECT_THROW(producer.Enqueue({"t", "b", "y", "", {}}, standalone), CapacityError);
+  try {
+    db_.exec("INSERT INTO outbox(topic, msg_key, payload) VALUES('t', 'big', 'too large')");
+    FAIL() << "expected the payload limit";
+  } catch (const SQLite::Exception& e) {
+    EXPECT_NE(std::string(e.what()).find("outbox: payload:"), std::string::npos) << e.what();
+  }
+  store_.SetLimits({/*max_payload_bytes=*/0, /*max_pending=*/0, /*max_db_bytes=*/1});
+  EXPECT_THROW(producer.Enqueue({"t", "c", "y", "", {}}, standalone), CapacityError);
+  try {
+    db_.exec("INSERT INTO outbox(topic, msg_key, payload) VALUES('t', 'c', 'y')");
+    FAIL() << "expected max_db_bytes";
+  } catch (const SQLite::Exception& e) {
+    EXPECT_NE(std::string(e.what()).find("max_db_bytes"), std::string::npos) << e.what();
+  }
+  EXPECT_EQ(Scalar(db_, "SELECT count(*) FROM outbox"), 1);
+  EXPECT_EQ(Scalar(db_, "SELECT count(*) FROM outbox_payload"), 1);
+  // No limits: a payload of any size goes in whole.
+  store_.SetLimits({0, 0, 0});
+  const std::string large(100000, 'p');
+  const EnqueueResult result = producer.Enqueue({"t", "large", large, "", {}}, standalone);
+  EXPECT_EQ(store_.Get(result.id)->payload, large);
+}
+
 TEST_F(PayloadLayout, ProducerWritesBothTablesAndLeavesTheTriggerNothing) {
   Producer producer(db_);
   const EnqueueResult result =
