@@ -120,17 +120,17 @@ bool DeliveryWorker::AwaitRate(Route& route, std::span<Loaded> items) {
   std::int64_t bytes = 0;
   for (const Loaded& item : items) bytes += static_cast<std::int64_t>(item.row.payload.size());
   const auto messages = static_cast<std::int64_t>(items.size());
-  const auto now = rt_.clock->Monotonic();
-  const std::chrono::microseconds wait = route.bucket->Reserve(messages, bytes, now);
+  const std::chrono::microseconds wait =
+      route.bucket->Reserve(messages, bytes, rt_.clock->Monotonic());
   if (wait.count() == 0) return true;
   // The clock may be a test's: the pause is measured on the steady clock
   // from the wait the bucket computed.
   bool go = rt_.PauseUntil(std::chrono::steady_clock::now() + wait);
   // A row whose lease lapsed during the wait may be another agent's now:
   // the whole send is given back, as Work() does for a lapse in the queue.
-  const std::int64_t now = rt_.clock->WallMs();
+  const std::int64_t wall_now = rt_.clock->WallMs();
   for (const Loaded& item : items) {
-    if (item.row.lease_expires_at && now >= *item.row.lease_expires_at) go = false;
+    if (item.row.lease_expires_at && wall_now >= *item.row.lease_expires_at) go = false;
   }
   if (go) return true;
   // Stopping or lapsed: nothing was sent, so nothing is spent.
