@@ -18,11 +18,14 @@
 namespace outbox::agent {
 namespace {
 
-// A writer appends its commit frame to the -wal file (our inotify event) and
-// only then publishes it in the shared-memory index, which raises no event.
-// An event that data_version does not confirm yet is therefore re-checked
-// every poll_ms for this long before it is written off.
-constexpr std::chrono::milliseconds kConfirmWindowMs{100};
+// A writer appends its commit frame to the -wal file (our inotify event),
+// fsyncs it (synchronous=FULL) and only then publishes it in the
+// shared-memory index, which raises no event. An event that data_version
+// does not confirm yet is therefore re-checked every poll_ms for this long
+// before it is written off. It was 100 ms, and a commit whose fsync took
+// longer on a busy disk waited for the sweeper instead (seen in a test on a
+// loaded machine); a re-check is one pragma read.
+constexpr std::chrono::milliseconds kConfirmWindowMs{3000};
 
 constexpr std::uint32_t kWatchMask = IN_MODIFY | IN_CREATE | IN_MOVED_TO | IN_CLOSE_WRITE;
 

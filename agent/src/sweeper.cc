@@ -176,31 +176,54 @@ std::vector<store::Claimed> Sweeper::ClaimDue(const std::string& topic, int& wan
 
 void Sweeper::PumpPass() {
   const std::int64_t now = rt_.clock->WallMs();
-  // Per endpoint (breaker), the priority of a topic there that still has
-  // due rows it could not claim: lower priorities on that endpoint wait.
+  const std::vector<std::pair<Route*, std::string>> topics = TopicsToServe().topics;
+  // Per endpoint (breaker), the priority of a topic there whose pool is full
+  // or whose breaker denies while it has due rows: lower priorities on that
+  // endpoint wait for the rest of the pass.
   std::map<const Breaker*, int> held;
-  for (auto& served : TopicsToServe().topics) {
-    Route* route = served.first;
-    const std::string& topic = served.second;  // clang 14 cannot capture bindings
-    if (rt_.stopping.load()) return;
-    const int priority = route->options.priority;
-    if (const auto it = held.find(route->breaker.get());
-        it != held.end() && it->second > priority) {
-      continue;
-    }
-    const auto hold = [&] { held.try_emplace(route->breaker.get(), priority); };
-    for (;;) {
-      if (!reader_->HasDue(topic, now)) break;
+  // Round robin: each topic claims once per round (topics come highest
+  // priority first). One topic claiming again and again while its workers
+  // kept up used to take the whole pass, so that topics of equal priority
+  // did not share the endpoint.
+  std::vector<char> finished(topics.size(), 0);
+  for (bool again = true; again;) {
+    again = false;
+    // This round also: topics that claimed all they asked for and may have
+    // more due, which holds lower priorities until the next round.
+    std::map<const Breaker*, int> busy = held;
+    for (std::size_t i = 0; i < topics.size(); ++i) {
+      if (finished[i] != 0) continue;
+      if (rt_.stopping.load()) return;
+      Route* route = topics[i].first;
+      const std::string& topic = topics[i].second;
+      const Breaker* breaker = route->breaker.get();
+      const int priority = route->options.priority;
+      if (const auto it = held.find(breaker); it != held.end() && it->second > priority) {
+        finished[i] = 1;
+        continue;
+      }
+      if (const auto it = busy.find(breaker); it != busy.end() && it->second > priority) {
+        continue;  // a higher priority claimed this round: again is set
+      }
+      const auto hold = [&] {
+        held.try_emplace(breaker, priority);
+        busy.try_emplace(breaker, priority);
+        finished[i] = 1;
+      };
+      if (!reader_->HasDue(topic, now)) {
+        finished[i] = 1;
+        continue;
+      }
       const int free = route->pool->FreeSlots();
       if (free == 0) {
         route->backlog.store(true);
         hold();
-        break;
+        continue;
       }
       const Breaker::Permit permit = route->breaker->Acquire();
       if (permit == Breaker::Permit::kDenied) {
         hold();
-        break;
+        continue;
       }
       // One transaction claims what the pool has room for, up to
       // kClaimRowsPerTransaction, in statements of claim_batch rows. A
@@ -215,8 +238,14 @@ void Sweeper::PumpPass() {
       if (claimed.empty() && permit == Breaker::Permit::kProbe) route->breaker->CancelProbe();
       const bool all_claimed = static_cast<int>(claimed.size()) >= want;
       dispatcher_.DispatchAll(std::move(claimed));
-      if (permit == Breaker::Permit::kProbe) hold();
-      if (permit == Breaker::Permit::kProbe || !all_claimed) break;
+      if (permit == Breaker::Permit::kProbe) {
+        hold();
+      } else if (!all_claimed) {
+        finished[i] = 1;  // nothing more is due
+      } else {
+        busy.try_emplace(breaker, priority);
+        again = true;
+      }
     }
   }
 }
