@@ -574,8 +574,12 @@ class Store {
   struct TakeBack {
     int quarantined = 0;                   // rows back to pending
     std::vector<std::string> dead_topics;  // one entry per row the budget killed
+    std::vector<Row> dead_rows;            // those rows as they are now, for on_dead
   };
   TakeBack TakeBackOwner(std::string_view owner, int crash_budget, std::int64_t now);
+  // A row the crash budget killed: last_error := `error` (its on_dead hook's
+  // failure added). False if it is no longer such a row.
+  bool RecordCrashError(std::int64_t id, std::string_view error);
   // Every row leased by `owner` (this agent, stopping) → pending at once,
   // nothing counted.
   int ReleaseOwner(std::string_view owner, std::int64_t now);
