@@ -145,5 +145,41 @@ TEST_F(AttributesTest, ABatchGoesAsOneRequestPerTargetUrl) {
   EXPECT_EQ(by_path.size(), 2u);
 }
 
+TEST_F(AttributesTest, TraceContextFieldsOfTheProducerReachTheReceiver) {
+  Options options = BaseOptions();
+  options.topics["t"] = HttpTopic();
+  Agent agent(options);
+  agent.Start();
+  Transaction txn(&agent, *producer_);
+  store::NewMessage message{"t", "k", R"({"a":1})", R"({"X-Tenant":"7"})", {}};
+  message.traceparent = kTraceparent;
+  message.tracestate = "vendor=2";
+  txn.Enqueue(message);
+  txn.Commit();
+  ASSERT_TRUE(server_.WaitForRequests(1, std::chrono::seconds(10)));
+  agent.Stop();
+  const RecordedRequest request = server_.requests().front();
+  EXPECT_EQ(request.Header("traceparent"), kTraceparent);
+  EXPECT_EQ(request.Header("tracestate"), "vendor=2");
+  EXPECT_EQ(request.Header("X-Tenant"), "7");
+}
+
+TEST_F(AttributesTest, ATraceparentDifferentFromTheHeadersOneIsRefusedByName) {
+  app_->exec("BEGIN");
+  store::NewMessage message{"t", "k", "{}", R"({"Traceparent":"00-aa"})", {}};
+  message.traceparent = kTraceparent;
+  try {
+    producer_->Enqueue(message);
+    ADD_FAILURE() << "accepted";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_EQ(std::string(e.what()), "traceparent: headers_json already has a different traceparent");
+  }
+  // The same value twice is no conflict, and no second header.
+  message.headers_json = std::string(R"({"traceparent":")") + kTraceparent + R"("})";
+  const std::int64_t id = producer_->Enqueue(message).id;
+  app_->exec("COMMIT");
+  EXPECT_EQ(Row(id).headers_json.value_or(""), message.headers_json);
+}
+
 }  // namespace
 }  // namespace outbox::agent::testing

@@ -194,6 +194,12 @@ struct NewMessage {
   std::optional<std::int64_t> deliver_at = std::nullopt;
   // Not sent after this time (ms since the epoch): then dead, "expired".
   std::optional<std::int64_t> expires_at = std::nullopt;
+  // W3C Trace Context, merged into headers_json as the `traceparent` and
+  // `tracestate` headers (sent as such, and with CloudEvents as the
+  // distributed-tracing extension). A headers_json that already holds a
+  // different value for either is refused (std::invalid_argument).
+  std::optional<std::string> traceparent = std::nullopt;
+  std::optional<std::string> tracestate = std::nullopt;
 };
 
 struct EnqueueOptions {
