@@ -172,7 +172,8 @@ TEST_F(AttributesTest, ATraceparentDifferentFromTheHeadersOneIsRefusedByName) {
     producer_->Enqueue(message);
     ADD_FAILURE() << "accepted";
   } catch (const std::invalid_argument& e) {
-    EXPECT_EQ(std::string(e.what()), "traceparent: headers_json already has a different traceparent");
+    EXPECT_EQ(std::string(e.what()),
+              "traceparent: headers_json already has a different traceparent");
   }
   // The same value twice is no conflict, and no second header.
   message.headers_json = std::string(R"({"traceparent":")") + kTraceparent + R"("})";
