@@ -220,6 +220,11 @@ int Daemon::Impl::Start() {
 
   try {
     agent->Start();
+  } catch (const std::invalid_argument& e) {
+    // The config disagrees with what the database records (a topic's
+    // ordering, a hook's table): a bad config, as at parse time.
+    logger->critical("{}: {}", options.config_path, e.what());
+    return kExitUsage;
   } catch (const std::exception& e) {
     logger->critical("cannot start the agent: {}", e.what());
     return kExitFailure;

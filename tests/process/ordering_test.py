@@ -90,7 +90,7 @@ class OrderingTest(OutboxdTestCase):
         self.write_config(self.ordered_config(receiver.url, dead_head="skip"))
         other = outboxd_test.Daemon(self.db, self.config_path)
         self.daemons.append(other)
-        self.assertNotEqual(other.wait_exit(), 0)
+        self.assertEqual(other.wait_exit(), 2)  # a bad config, as at parse time
         refusal = [line for line in other.log() if 'topics."t".ordering' in line]
         self.assertEqual(len(refusal), 1, "\n".join(other.log()))
         self.assertIn("records ordering by key, dead_head block", refusal[0])
