@@ -486,6 +486,29 @@ void ReadSigningSecrets(Section& topic, std::vector<std::string>& secrets) {
   Fail(field, why);
 }
 
+// The same characters the insert trigger accepts in a row's schema_version.
+bool IsSchemaVersion(std::string_view version) {
+  constexpr std::string_view kSymbols = "!#$%&'*+-.^_`|~";
+  return !version.empty() && version.size() <= 64 &&
+         std::all_of(version.begin(), version.end(), [&](char c) {
+           return std::isalnum(static_cast<unsigned char>(c)) != 0 ||
+                  kSymbols.find(c) != std::string_view::npos;
+         });
+}
+
+// The URLs themselves are checked with the endpoint (ValidateTopic).
+void ReadUrlsByVersion(Section& section, std::map<std::string, std::string, std::less<>>& urls) {
+  section.ForEach([&](std::string_view version, const Value& value) {
+    const std::string path = section.PathOf(version);
+    if (!IsSchemaVersion(version)) {
+      Fail(path, "a schema version is 1 to 64 token characters (letters, digits, "
+                 "!#$%&'*+-.^_`|~)");
+    }
+    if (!value.IsString()) Fail(path, "expected a URL string, got " + Describe(value));
+    urls.emplace(version, std::string(value.GetString(), value.GetStringLength()));
+  });
+}
+
 // A topic as read, before its timeout is fitted to the lease.
 struct ReadTopicResult {
   TopicOptions options;
@@ -523,6 +546,9 @@ ReadTopicResult ReadTopic(Section& topic, std::vector<std::string>& adjustments)
                 Limit(limits::kCompressMinBytes));
   if (auto headers = topic.Object("headers", /*user_keys=*/true)) {
     read.header_names = ReadHeaders(*headers, endpoint.headers);
+  }
+  if (auto urls = topic.Object("url_by_schema_version", /*user_keys=*/true)) {
+    ReadUrlsByVersion(*urls, result.url_by_schema_version);
   }
   ReadSigningSecrets(topic, endpoint.signing_secrets);
   if (auto batch = topic.Object("batch")) ReadBatch(*batch, endpoint.batch);
@@ -586,6 +612,26 @@ void ValidateTopic(const ReadTopicResult& topic, const std::string& path) {
     FailEndpoint(error, path, topic.header_names, topic.secrets_as_array);
   } catch (const std::invalid_argument& error) {
     Fail(path, error.what());  // not an option's field: said as it is
+  }
+  // Each version's URL is checked like `url`, with the topic's other options.
+  const std::string map_path = Child(path, "url_by_schema_version");
+  for (const auto& [version, url] : topic.options.url_by_schema_version) {
+    const std::string key = Child(map_path, version, /*quoted=*/true);
+    transport::EndpointOptions endpoint = topic.options.endpoint;
+    endpoint.url = url;
+    try {
+      transport::ValidateSink(endpoint);
+    } catch (const transport::OptionError& error) {
+      Fail(error.field() == "url" ? key : Child(path, error.field()), error.reason());
+    } catch (const std::invalid_argument& error) {
+      std::string_view why = error.what();
+      if (why.starts_with("url: ")) why.remove_prefix(5);
+      Fail(key, std::string(why));
+    }
+    // Valid now, so SinkKindOf does not throw.
+    if (transport::SinkKindOf(url) != transport::SinkKindOf(topic.options.endpoint.url)) {
+      Fail(key, "must use the same kind of sink (scheme family) as url");
+    }
   }
 }
 

@@ -29,7 +29,8 @@ void RouteTable::Build(
         transport::EndpointOptions endpoint_options = topic.endpoint;
         // on_delivered may store what the receiver answered (its own id).
         if (route->hooks->on_delivered) endpoint_options.response_body_bytes = kMaxResponseBytes;
-        route->handler = std::make_shared<SinkHandler>(std::move(endpoint_options));
+        route->handler = std::make_shared<SinkHandler>(std::move(endpoint_options),
+                                                       topic.url_by_schema_version);
       } catch (const std::invalid_argument& e) {
         throw std::invalid_argument("topics.\"" + name + "\"." + e.what());
       }

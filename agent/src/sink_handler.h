@@ -2,7 +2,10 @@
 // endpoint, a NATS JetStream subject or an MQTT topic).
 #pragma once
 
+#include <map>
 #include <memory>
+#include <string>
+#include <vector>
 
 #include "outbox/agent.h"
 
@@ -12,14 +15,21 @@ namespace outbox::agent {
 // concurrent worker; brokers: one connection per route). Thread-safe.
 class SinkHandler final : public Handler {
  public:
-  // Throws std::invalid_argument naming the bad endpoint field.
-  explicit SinkHandler(transport::EndpointOptions options);
+  // Throws std::invalid_argument naming the bad endpoint field. A message
+  // whose schema version is a key of `url_by_schema_version` goes to that
+  // URL's sink; one sink per distinct URL.
+  explicit SinkHandler(transport::EndpointOptions options,
+                       const std::map<std::string, std::string, std::less<>>&
+                           url_by_schema_version = {});
   HandlerResult Handle(const Delivery& delivery) override;
   HandlerResult HandleBatch(std::span<const Delivery> deliveries) override;
   void Abort() override;
 
  private:
-  std::unique_ptr<transport::Sink> sink_;
+  transport::Sink& SinkFor(const Delivery& delivery) const;
+
+  std::vector<std::unique_ptr<transport::Sink>> sinks_;  // [0]: the topic's url
+  std::map<std::string, transport::Sink*, std::less<>> by_version_;
 };
 
 }  // namespace outbox::agent

@@ -109,13 +109,48 @@ void Sweeper::ExpirePass(const RouteTable::Served& served, std::int64_t now) {
   }
 }
 
+// on_dead of each row the crash budget killed, in the take-back's own
+// transaction, through the same task as every other death.
+void Sweeper::RunCrashDeathHooks(store::Store& s, const std::vector<store::Row>& rows,
+                                 std::int64_t now, std::map<std::int64_t, std::string>& ended,
+                                 std::vector<std::function<void()>>& after_commit) {
+  for (const store::Row& row : rows) {
+    const Route* route = routes_.For(row.topic);
+    if (route == nullptr || !route->hooks || !route->hooks->on_dead) continue;
+    MarkDeadFn mark = [id = row.id](store::Store& st, const std::string& error) {
+      return st.RecordCrashError(id, error);
+    };
+    Writer::Task task = DeadTask(rt_, route->hooks, row, std::move(mark),
+                                 row.last_error.value_or("crash"), store::dead_reason::kCrash, now);
+    if (const auto it = ended.find(row.id); it != ended.end()) {
+      task.apply_after_abort(s, it->second);
+    } else {
+      try {
+        task.apply(s);
+      } catch (const TransactionEnded& e) {
+        ended.emplace(row.id, e.what());
+        throw;  // the writer retries the take-back; this hook is then skipped
+      }
+    }
+    after_commit.push_back(std::move(task.after_commit));
+  }
+}
+
 void Sweeper::TakeBackFromDeadOwners() {
   for (const std::string& other : reader_->LeaseOwners()) {
     if (other == rt_.owner || !OwnerIsGone(other)) continue;
     store::Store::TakeBack taken;
+    std::vector<std::function<void()>> after_commit;
+    // Rows whose on_dead ended the writer's transaction: on the writer's
+    // retry they are recorded as failed hooks instead of run again.
+    std::map<std::int64_t, std::string> ended;
+    const std::int64_t now = rt_.clock->WallMs();
     rt_.writer->Run([&](store::Store& s) {
-      taken = s.TakeBackOwner(other, rt_.options.crash_budget, rt_.clock->WallMs());
+      after_commit.clear();
+      taken = s.TakeBackOwner(other, rt_.options.crash_budget, now);
+      RunCrashDeathHooks(s, taken.dead_rows, now, ended, after_commit);
     });
+    for (const auto& after : after_commit) after();
     if (taken.quarantined > 0) {
       rt_.metrics->TakenBack(taken.quarantined);
       rt_.log->warn(

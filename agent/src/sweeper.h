@@ -4,10 +4,14 @@
 #pragma once
 
 #include <chrono>
+#include <cstdint>
+#include <functional>
+#include <map>
 #include <memory>
 #include <set>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "dispatcher.h"
 #include "retention.h"
@@ -49,6 +53,11 @@ class Sweeper {
   void Loop(std::stop_token stop);
   void FullPass();
   void ExpirePass(const RouteTable::Served& served, std::int64_t now);
+  // Inside the take-back's write transaction; `ended` survives the writer's
+  // retries, `after_commit` collects what to run once it committed.
+  void RunCrashDeathHooks(store::Store& s, const std::vector<store::Row>& rows, std::int64_t now,
+                          std::map<std::int64_t, std::string>& ended,
+                          std::vector<std::function<void()>>& after_commit);
   RouteTable::Served TopicsToServe();
   void PumpPass();
   // Claims up to `want` due rows of `topic`; on a full disk retries with a

@@ -9,7 +9,10 @@
 #include <SQLiteCpp/Database.h>
 #include <sqlite3.h>
 
+#include <optional>
+#include <stdexcept>
 #include <string>
+#include <utility>
 
 #include "outbox/store.h"
 #include "c_api.h"
@@ -143,6 +146,41 @@ bool IsSchemaVersion(std::string_view text) {
     if (!alnum && kSymbols.find(c) == std::string_view::npos) return false;
   }
   return true;
+}
+
+// headers_json with the message's trace-context fields added (by SQLite's
+// own JSON functions, so the result is what the insert trigger reads). A
+// header of the same name in any case must already hold the same value.
+std::string MergeTraceContext(sqlite3* db, const NewMessage& message) {
+  std::string headers = message.headers_json.empty() ? "{}" : message.headers_json;
+  const std::pair<const char*, const std::optional<std::string>*> fields[] = {
+      {"traceparent", &message.traceparent}, {"tracestate", &message.tracestate}};
+  for (const auto& [name, value] : fields) {
+    if (!value->has_value()) continue;
+    if ((*value)->empty()) throw std::invalid_argument(std::string(name) + ": must not be empty");
+    StatementPtr q = Prepare(db,
+                             "SELECT json_valid(?1) AND json_type(?1) = 'object',"
+                             " (SELECT value FROM json_each(?1) WHERE lower(key) = ?2 LIMIT 1),"
+                             " CASE WHEN json_valid(?1) THEN json_set(?1, '$.' || ?2, ?3) END");
+    BindText(q.get(), 1, headers);
+    BindText(q.get(), 2, name);
+    BindText(q.get(), 3, **value);
+    if (sqlite3_step(q.get()) != SQLITE_ROW) ThrowSqlite(db, "enqueue: add trace context");
+    if (sqlite3_column_int(q.get(), 0) == 0) {
+      throw std::invalid_argument(std::string("headers: expected a JSON object to add ") + name +
+                                  " to");
+    }
+    if (sqlite3_column_type(q.get(), 1) != SQLITE_NULL) {
+      const char* existing = reinterpret_cast<const char*>(sqlite3_column_text(q.get(), 1));
+      if (existing == nullptr || **value != existing) {
+        throw std::invalid_argument(std::string(name) + ": headers_json already has a different " +
+                                    name);
+      }
+      continue;  // the same value already there
+    }
+    headers = reinterpret_cast<const char*>(sqlite3_column_text(q.get(), 2));
+  }
+  return headers;
 }
 
 }  // namespace
@@ -313,8 +351,14 @@ Producer::~Producer() = default;
 
 sqlite3* Producer::connection() const { return impl_->db; }
 
-EnqueueResult Producer::Enqueue(const NewMessage& message, const EnqueueOptions& options) {
-  ValidateMessage(message);
+EnqueueResult Producer::Enqueue(const NewMessage& given, const EnqueueOptions& options) {
+  ValidateMessage(given);
+  std::optional<NewMessage> traced;
+  if (given.traceparent || given.tracestate) {
+    traced.emplace(given);
+    traced->headers_json = MergeTraceContext(impl_->db, given);
+  }
+  const NewMessage& message = traced ? *traced : given;
   sqlite3* db = impl_->db;
   if (sqlite3_get_autocommit(db) == 0) return impl_->Insert(message, options.idempotent);
   if (!options.standalone) {

@@ -655,7 +655,10 @@ inline constexpr char kTakeBackToDead[] =
     " last_error = 'crashed the agent ' || (crashes + 1) ||"
     "   ' times while alone in flight (crash budget ' || ?4 || ')'"
     " WHERE status = 3 AND lease_owner = ?1 AND ?3 = 1 AND crashes + 1 >= ?4"
-    " RETURNING topic";
+    " RETURNING id, topic";
+// A crash-budget death's last_error, with its on_dead hook's failure added.
+inline constexpr char kRecordCrashError[] =
+    "UPDATE outbox SET last_error = ?2 WHERE id = ?1 AND status = 2 AND dead_reason = 'crash'";
 inline constexpr char kTakeBackToPending[] =
     "UPDATE outbox SET status = 0, crashes = crashes + ?3, quarantined = 1,"
     " next_attempt_at = ?2, lease_owner = NULL, lease_expires_at = NULL, updated_at = ?2"

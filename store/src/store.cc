@@ -599,13 +599,23 @@ Store::TakeBack Store::TakeBackOwner(std::string_view owner, int crash_budget,
       }
       const int alone = held == 1 ? 1 : 0;
       TakeBack result;
+      std::vector<std::int64_t> dead_ids;
       {
         StatementUse dead(impl_->Prepare(sql::kTakeBackToDead));
         dead->bind(1, owner_text);
         dead->bind(2, now);
         dead->bind(3, alone);
         dead->bind(4, crash_budget);
-        while (dead->executeStep()) result.dead_topics.push_back(dead->getColumn(0).getString());
+        while (dead->executeStep()) {
+          dead_ids.push_back(dead->getColumn(0).getInt64());
+          result.dead_topics.push_back(dead->getColumn(1).getString());
+        }
+      }
+      // Read whole, for the agent's on_dead hooks in this same transaction.
+      for (const std::int64_t id : dead_ids) {
+        StatementUse q(impl_->Prepare(sql::kGetRow));
+        q->bind(1, id);
+        if (q->executeStep()) result.dead_rows.push_back(ReadRow(*q));
       }
       StatementUse pending(impl_->Prepare(sql::kTakeBackToPending));
       pending->bind(1, owner_text);
@@ -614,6 +624,15 @@ Store::TakeBack Store::TakeBackOwner(std::string_view owner, int crash_budget,
       result.quarantined = pending->exec();
       return result;
     });
+  });
+}
+
+bool Store::RecordCrashError(std::int64_t id, std::string_view error) {
+  return Wrap("record crash error", [&] {
+    StatementUse q(impl_->Prepare(sql::kRecordCrashError));
+    q->bind(1, id);
+    q->bind(2, std::string(error));
+    return q->exec() > 0;
   });
 }
 

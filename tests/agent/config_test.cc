@@ -323,6 +323,17 @@ INSTANTIATE_TEST_SUITE_P(
             "retention.archive_path: directory /nonexistent/dir does not exist"},
         BadConfig{"NegativeLimit", R"({"limits": {"max_db_bytes": -1}, "topics": {}})",
                   "limits.max_db_bytes: expected 0 or a positive integer, got -1"},
+        BadConfig{"VersionUrlWithoutScheme",
+                  WithTopic(R"("url_by_schema_version": {"3": "127.0.0.1/v3"})"),
+                  R"(topics."a".url_by_schema_version."3": scheme must be one of http, https, nats, tls, mqtt, mqtts)"},
+        BadConfig{"VersionUrlOfAnotherSinkKind",
+                  WithTopic(R"("url_by_schema_version": {"3": "nats://127.0.0.1/orders"})"),
+                  R"(topics."a".url_by_schema_version."3": must use the same kind of sink (scheme family) as url)"},
+        BadConfig{"VersionUrlNotAString", WithTopic(R"("url_by_schema_version": {"3": 3})"),
+                  R"(topics."a".url_by_schema_version."3": expected a URL string, got 3)"},
+        BadConfig{"VersionNotAToken",
+                  WithTopic(R"("url_by_schema_version": {"v 3": "http://127.0.0.1/v3"})"),
+                  R"(topics."a".url_by_schema_version."v 3": a schema version is 1 to 64 token characters (letters, digits, !#$%&'*+-.^_`|~))"},
         BadConfig{"QuotedTopicNameIsEscaped",
                   R"({"topics": {"a\"b": {"url": "http://h/", "workers": -1}}})",
                   R"(topics."a\"b".workers: expected an integer from 1 to 256, got -1)"}),
@@ -347,6 +358,16 @@ TEST(ParseConfig, BrokerSinksTakeTheirCredentialsFromSecretReferences) {
   EXPECT_EQ(mqtt.mqtt.keepalive_s, 60);
   EXPECT_EQ(mqtt.mqtt.client_id, "dev-7");
   EXPECT_TRUE(config.warnings.empty());
+}
+
+TEST(ParseConfig, ReadsUrlsBySchemaVersion) {
+  const Options options = ParseConfig(WithTopic(
+      R"("url_by_schema_version": {"3": "http://127.0.0.1:8080/v3", "4": "http://127.0.0.1:8080/v4"})"))
+      .options;
+  const auto& urls = options.topics.at("a").url_by_schema_version;
+  ASSERT_EQ(urls.size(), 2u);
+  EXPECT_EQ(urls.at("3"), "http://127.0.0.1:8080/v3");
+  EXPECT_EQ(urls.at("4"), "http://127.0.0.1:8080/v4");
 }
 
 TEST(ParseConfig, WarnsOnceForEachUnknownKeyWithItsPath) {

@@ -4,7 +4,10 @@
 #include <gtest/gtest.h>
 #include <sqlite3.h>
 
+#include <unistd.h>
+
 #include <set>
+#include <string>
 
 #include "agent_fixture.h"
 
@@ -324,6 +327,90 @@ TEST(HookConfig, OnDeliveredAndOnDeadAreReadPerTopicAndEmptyIsRefused) {
   EXPECT_THROW(
       ParseConfig(R"({"topics": {"t": {"url": "http://127.0.0.1:1/x", "on_dead": 3}}})"),
       std::invalid_argument);
+}
+
+// A row held by an agent that died with it in flight, alone, for the last
+// time its crash budget allows; the next agent's start-up takes it back.
+std::int64_t LeaveCrashedRow(SQLite::Database& app, int crashes) {
+  char host[256] = {};
+  ::gethostname(host, sizeof host - 1);
+  // Our own pid with a start time that is not ours: a process that is gone.
+  const std::string gone = std::string(host) + "/" + std::to_string(::getpid()) + "/1/0";
+  app.exec("INSERT INTO shop(order_key) VALUES('poison')");
+  app.exec("INSERT INTO outbox(topic, msg_key, payload) VALUES('t', 'poison', '{}')");
+  const std::int64_t id = app.getLastInsertRowid();
+  SQLite::Statement q(app,
+                      "UPDATE outbox SET status = 3, lease_owner = ?, crashes = ?,"
+                      " lease_expires_at = 9000000000000 WHERE id = ?");
+  q.bind(1, gone);
+  q.bind(2, crashes);
+  q.bind(3, id);
+  q.exec();
+  return id;
+}
+
+TEST_F(HooksTest, OnDeadRunsForACrashBudgetDeathInTheTakeBacksTransaction) {
+  StartReceiver();
+  Options options = BaseOptions();
+  options.crash_budget = 3;
+  options.topics["t"] = HttpTopic();
+  options.topics["t"].hooks.on_dead_sql =
+      "INSERT INTO dead_log VALUES(:id, :dead_reason, :last_error)";
+  const std::int64_t id = LeaveCrashedRow(*app_, 2);
+  Agent agent(options);
+  agent.Start();  // takes the row back before it returns
+  const store::Row row = Row(id);
+  EXPECT_EQ(row.status, store::Status::kDead);
+  EXPECT_EQ(row.dead_reason, "crash");
+  SQLite::Statement log(*observer_, "SELECT id, reason, error FROM dead_log");
+  ASSERT_TRUE(log.executeStep());
+  EXPECT_EQ(log.getColumn(0).getInt64(), id);
+  EXPECT_EQ(log.getColumn(1).getString(), "crash");
+  EXPECT_EQ(log.getColumn(2).getString(), row.last_error.value_or(""));
+  EXPECT_FALSE(log.executeStep());
+  agent.Stop();
+  EXPECT_EQ(Requests(), 0);
+}
+
+TEST_F(HooksTest, AFailingOnDeadLeavesTheCrashedRowDeadWithTheHooksError) {
+  StartReceiver();
+  app_->exec("CREATE TABLE strict(id INTEGER CHECK (id < 0))");
+  Options options = BaseOptions();
+  options.crash_budget = 3;
+  options.topics["t"] = HttpTopic();
+  options.topics["t"].hooks.on_dead_sql = "INSERT INTO strict VALUES(:id)";
+  const std::int64_t id = LeaveCrashedRow(*app_, 2);
+  Agent agent(options);
+  agent.Start();
+  const store::Row row = Row(id);
+  agent.Stop();
+  EXPECT_EQ(row.status, store::Status::kDead);
+  EXPECT_EQ(row.dead_reason, "crash");
+  EXPECT_NE(row.last_error.value_or("").find("crash budget 3"), std::string::npos)
+      << row.last_error.value_or("");
+  EXPECT_NE(row.last_error.value_or("").find("on_dead failed"), std::string::npos)
+      << row.last_error.value_or("");
+}
+
+TEST_F(HooksTest, AnOnDeadThatEndsTheTransactionStillLetsTheCrashedRowDie) {
+  StartReceiver();
+  app_->exec(
+      "CREATE TABLE doomed(id INTEGER);"
+      "CREATE TRIGGER doomed_rollback BEFORE INSERT ON doomed"
+      " BEGIN SELECT RAISE(ROLLBACK, 'application says no'); END;");
+  Options options = BaseOptions();
+  options.crash_budget = 3;
+  options.topics["t"] = HttpTopic();
+  options.topics["t"].hooks.on_dead_sql = "INSERT INTO doomed VALUES(:id)";
+  const std::int64_t id = LeaveCrashedRow(*app_, 2);
+  Agent agent(options);
+  agent.Start();
+  const store::Row row = Row(id);
+  agent.Stop();
+  EXPECT_EQ(row.status, store::Status::kDead);
+  EXPECT_EQ(row.dead_reason, "crash");
+  EXPECT_NE(row.last_error.value_or("").find("application says no"), std::string::npos)
+      << row.last_error.value_or("");
 }
 
 }  // namespace

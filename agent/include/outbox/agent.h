@@ -189,6 +189,11 @@ struct TopicOptions {
   // The HTTP endpoint: URL, timeouts, headers, TLS, CloudEvents, signing,
   // batching. Ignored when a handler is registered for the topic.
   transport::EndpointOptions endpoint;
+  // Messages whose schema_version has an entry go to that URL instead of
+  // endpoint.url, with every other endpoint option the same (one sink per
+  // distinct URL, made at start). A batch is sent as one request per target
+  // URL. The breaker stays the topic's (keyed by endpoint.url).
+  std::map<std::string, std::string, std::less<>> url_by_schema_version;
   // Worker threads of this route, and its queue of claimed rows: at most
   // queue_capacity rows and queue_bytes bytes of payload and headers (one
   // row larger than that still goes alone).

@@ -194,6 +194,12 @@ struct NewMessage {
   std::optional<std::int64_t> deliver_at = std::nullopt;
   // Not sent after this time (ms since the epoch): then dead, "expired".
   std::optional<std::int64_t> expires_at = std::nullopt;
+  // W3C Trace Context, merged into headers_json as the `traceparent` and
+  // `tracestate` headers (sent as such, and with CloudEvents as the
+  // distributed-tracing extension). A headers_json that already holds a
+  // different value for either is refused (std::invalid_argument).
+  std::optional<std::string> traceparent = std::nullopt;
+  std::optional<std::string> tracestate = std::nullopt;
 };
 
 struct EnqueueOptions {
@@ -574,8 +580,12 @@ class Store {
   struct TakeBack {
     int quarantined = 0;                   // rows back to pending
     std::vector<std::string> dead_topics;  // one entry per row the budget killed
+    std::vector<Row> dead_rows;            // those rows as they are now, for on_dead
   };
   TakeBack TakeBackOwner(std::string_view owner, int crash_budget, std::int64_t now);
+  // A row the crash budget killed: last_error := `error` (its on_dead hook's
+  // failure added). False if it is no longer such a row.
+  bool RecordCrashError(std::int64_t id, std::string_view error);
   // Every row leased by `owner` (this agent, stopping) → pending at once,
   // nothing counted.
   int ReleaseOwner(std::string_view owner, std::int64_t now);
