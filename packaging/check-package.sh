@@ -108,6 +108,7 @@ while IFS= read -r pkg; do
     spdlog) d=libspdlog-dev ;;
     fmt) d=libfmt-dev ;;
     CLI11) d=libcli11-dev ;;
+    ZLIB) d=zlib1g-dev ;;
     Threads) continue ;;
     *) fail "outboxConfig.cmake needs $pkg: which Debian package has it? (add it here)" ;;
   esac
