@@ -162,7 +162,8 @@ TEST_F(EndpointCompressionTest, Answer415ToAPlainBodyStaysAMessageFailure) {
 TEST_F(EndpointCompressionTest, ARowCannotClaimAContentEncoding) {
   Endpoint endpoint(GzipOptions("/ok", 1 << 20));
   const Headers row = {{"Content-Encoding", "br"}};
-  Message message = MessageWith(OrderJson(1));
+  const std::string payload = OrderJson(1);  // Message only views it
+  Message message = MessageWith(payload);
   message.headers = row;
   ASSERT_EQ(endpoint.Push(message).outcome, Outcome::kDelivered);
   EXPECT_FALSE(server_.requests().at(0).Has("Content-Encoding"));
