@@ -101,9 +101,11 @@ void Sweeper::ExpirePass(const RouteTable::Served& served, std::int64_t now) {
       };
       rt_.writer->Submit(DeadTask(rt_, route->hooks, row, std::move(mark), "expired",
                                   store::dead_reason::kExpired, now,
-                                  [this, topic = row.topic, id = row.id, key = row.key] {
-                                    rt_.metrics->Expired(topic);
-                                    rt_.log->warn("expired topic={} id={} key={}", topic, id, key);
+                                  // The runtime, not this sweeper: the writer may
+                                  // run it after a stop destroyed the sweeper.
+                                  [rt = &rt_, topic = row.topic, id = row.id, key = row.key] {
+                                    rt->metrics->Expired(topic);
+                                    rt->log->warn("expired topic={} id={} key={}", topic, id, key);
                                   }));
     }
   }
