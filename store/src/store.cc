@@ -517,14 +517,18 @@ std::vector<Row> Store::ExpiredPending(std::string_view topic, std::int64_t now,
   CheckBatch(limit);
   if (now < kSaneWallFloorMs) return {};
   return Wrap("find expired rows", [&] {
-    StatementUse q(impl_->Prepare(sql::kExpiredPending));
-    q->bind(1, std::string(topic));
-    q->bind(2, now);
-    q->bind(3, std::max<std::int64_t>(ttl_ms, 0));
-    q->bind(4, kSaneWallFloorMs);
-    q->bind(5, limit);
     std::vector<Row> rows;
-    while (q->executeStep()) rows.push_back(ReadRow(*q));
+    const auto read = [&](const char* statement) {
+      StatementUse q(impl_->Prepare(statement));
+      q->bind(1, std::string(topic));
+      q->bind(2, now);
+      q->bind(3, kSaneWallFloorMs);
+      q->bind(4, limit - static_cast<int>(rows.size()));
+      if (statement == sql::kExpiredByTtl) q->bind(5, ttl_ms);
+      while (q->executeStep()) rows.push_back(ReadRow(*q));
+    };
+    read(sql::kExpiredByDeadline);
+    if (ttl_ms > 0 && static_cast<int>(rows.size()) < limit) read(sql::kExpiredByTtl);
     return rows;
   });
 }
