@@ -17,6 +17,7 @@
 
 #include "../common/wait_for.h"
 #include "broker_servers.h"
+#include "commit_orders.h"
 #include "jetstream_stream.h"
 #include "outbox/agent.h"
 #include "outbox/store.h"
@@ -62,20 +63,11 @@ class AgentIntoJetStream : public ::testing::Test {
     return options;
   }
 
-  // Commits `count` messages, ten per application transaction; returns
-  // their message ids.
+  // Orders `first`.. through `agent`, 10 per transaction; their message ids.
   std::multiset<std::string> Commit(agent::Agent& agent, int first, int count) {
-    std::multiset<std::string> ids;
-    for (int i = first; i < first + count; i += 10) {
-      agent::Transaction txn(&agent, *producer_);
-      for (int j = i; j < std::min(i + 10, first + count); ++j) {
-        const std::string key = "order-" + std::to_string(j);
-        txn.Enqueue({"orders", key, R"({"order":)" + std::to_string(j) + "}", "", {}});
-        ids.insert(MessageId(agent.database_id(), "orders", key));
-      }
-      txn.Commit();
-    }
-    return ids;
+    const std::vector<std::string> ids =
+        testing::CommitOrders(agent, *producer_, first, count, 10);
+    return {ids.begin(), ids.end()};
   }
 
   std::int64_t Count(std::string_view status) {

@@ -13,9 +13,11 @@
 #include <set>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "../common/wait_for.h"
 #include "broker_servers.h"
+#include "commit_orders.h"
 #include "jetstream_stream.h"
 #include "mqtt_subscriber.h"
 #include "outbox/agent.h"
@@ -72,19 +74,11 @@ class AgentThroughSinks : public ::testing::Test {
     return agent;
   }
 
-  // Commits `count` messages, fifty per transaction; returns their ids.
+  // Orders `first`.. through `agent`, 50 per transaction; their message ids.
   std::set<std::string> Commit(agent::Agent& agent, int first, int count) {
-    std::set<std::string> ids;
-    for (int i = first; i < first + count; i += 50) {
-      agent::Transaction txn(&agent, *producer_);
-      for (int j = i; j < std::min(i + 50, first + count); ++j) {
-        const std::string key = "order-" + std::to_string(j);
-        txn.Enqueue({"orders", key, R"({"order":)" + std::to_string(j) + "}", "", {}});
-        ids.insert(MessageId(agent.database_id(), "orders", key));
-      }
-      txn.Commit();
-    }
-    return ids;
+    const std::vector<std::string> ids =
+        testing::CommitOrders(agent, *producer_, first, count, 50);
+    return {ids.begin(), ids.end()};
   }
 
   std::int64_t Count(store::Status status) {
