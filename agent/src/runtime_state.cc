@@ -52,11 +52,16 @@ std::vector<std::pair<std::string, std::string>> RuntimeStatePublisher::State(
 
 void RuntimeStatePublisher::MaybePublish() {
   const auto now = std::chrono::steady_clock::now();
-  if (last_ != std::chrono::steady_clock::time_point{} && now - last_ < kMinInterval) return;
-  last_ = now;
+  const bool first = last_ == std::chrono::steady_clock::time_point{};
+  if (!first && now - last_ < kMinInterval) return;
   const std::int64_t wall = rt_.clock->WallMs();
   const auto state = State(wall);
+  auto compared = state;
+  std::erase_if(compared, [](const auto& entry) { return entry.first == "last_sweep"; });
+  if (!first && compared == published_ && now - last_ < kHeartbeat) return;
   rt_.writer->Run([&](store::Store& s) { store::Operator(s).PublishRuntime(rt_.owner, state, wall); });
+  last_ = now;
+  published_ = std::move(compared);
 }
 
 }  // namespace outbox::agent

@@ -19,12 +19,18 @@ class RuntimeStatePublisher {
  public:
   // At most this often: outboxctl top refreshes once a second.
   static constexpr std::chrono::milliseconds kMinInterval{250};
+  // An unchanged state is written again only this often, as a sign of life
+  // (outboxctl top counts an agent silent for 60 s as gone): an idle agent
+  // that wrote every sweep put a WAL commit on the flash every second.
+  static constexpr std::chrono::milliseconds kHeartbeat{30'000};
 
   RuntimeStatePublisher(Runtime& runtime, const RouteTable& routes)
       : rt_(runtime), routes_(routes) {}
 
   // Writes the current state through the writer, unless the last write was
-  // less than kMinInterval ago. Throws what the writer throws.
+  // less than kMinInterval ago, or the state is unchanged (its last_sweep
+  // aside) and the last write less than kHeartbeat ago. Throws what the
+  // writer throws.
   void MaybePublish();
 
   // The name/value pairs of one publication (pure; for tests).
@@ -34,6 +40,8 @@ class RuntimeStatePublisher {
   Runtime& rt_;
   const RouteTable& routes_;
   std::chrono::steady_clock::time_point last_{};
+  // What was last written, last_sweep left out.
+  std::vector<std::pair<std::string, std::string>> published_;
 };
 
 }  // namespace outbox::agent

@@ -21,7 +21,7 @@ namespace {
 constexpr int kWidth = 80;
 constexpr int kHeight = 24;
 // Published state older than this belongs to an agent that is gone.
-constexpr std::int64_t kStaleMs = 10'000;
+constexpr std::int64_t kStaleMs = 60'000;
 // Topics get the rest of the screen.
 constexpr std::size_t kMaxBreakerLines = 8;
 
