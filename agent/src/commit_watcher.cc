@@ -127,12 +127,12 @@ void CommitWatcher::Run(std::stop_token stop) {
       confirm_until = std::chrono::steady_clock::now() + kConfirmWindowMs;
     }
     if (!check) continue;
-    if (VersionChanged()) {
-      confirming = false;
-      Notify();
-    } else if (confirming && std::chrono::steady_clock::now() >= confirm_until) {
-      confirming = false;  // a checkpoint or a rolled-back write
-    }
+    // A change seen now may be another commit than the one whose event woke
+    // us (our own writer's, say), with that one still to be published: keep
+    // re-checking for the whole window rather than stopping at the first
+    // change, which made outboxd miss commits until the next sweep.
+    if (VersionChanged()) Notify();
+    if (confirming && std::chrono::steady_clock::now() >= confirm_until) confirming = false;
   }
 }
 
