@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "util/thread_name.h"
+
 namespace outbox::agent {
 
 WorkerPool::WorkerPool(std::string name, int workers, Capacity capacity, int batch_max, Work work,
@@ -37,12 +39,20 @@ std::vector<store::Claimed> WorkerPool::TrySubmitAll(std::vector<store::Claimed>
   std::size_t taken = 0;
   {
     std::lock_guard lock(mutex_);
+    std::int64_t taken_bytes = 0;
     while (!stopping_ && taken < claimed.size()) {
       const std::int64_t bytes = BytesOf(claimed[taken]);
       if (!HasRoomFor(bytes)) break;
       queued_bytes_ += bytes;
+      taken_bytes += bytes;
       queue_.push_back(std::move(claimed[taken]));
       ++taken;
+    }
+    if (taken > 0) {
+      // Half the old estimate, half this group: follows a change of payload
+      // sizes within a claim or two.
+      const std::int64_t mean = taken_bytes / static_cast<std::int64_t>(taken);
+      row_bytes_ = row_bytes_ == 0 ? mean : (row_bytes_ + mean) / 2;
     }
   }
   if (taken == 1) {
@@ -57,7 +67,13 @@ std::vector<store::Claimed> WorkerPool::TrySubmitAll(std::vector<store::Claimed>
 int WorkerPool::FreeSlots() const {
   std::lock_guard lock(mutex_);
   if (stopping_ || (!queue_.empty() && queued_bytes_ >= capacity_bytes_)) return 0;
-  return static_cast<int>(capacity_ - std::min(capacity_, queue_.size()));
+  const auto rows = static_cast<std::int64_t>(capacity_ - std::min(capacity_, queue_.size()));
+  if (row_bytes_ <= 0) return static_cast<int>(rows);
+  // Rows of the size seen lately that fit the byte bound: claiming more would
+  // hold their payloads in memory only to give them back (each revert a
+  // write) when TrySubmitAll refuses them.
+  const std::int64_t by_bytes = std::max<std::int64_t>(1, (capacity_bytes_ - queued_bytes_) / row_bytes_);
+  return static_cast<int>(std::min(rows, by_bytes));
 }
 
 std::vector<store::Claimed> WorkerPool::StopIntake() {
@@ -86,6 +102,7 @@ void WorkerPool::Join() {
 }
 
 void WorkerPool::Loop(int index) {
+  util::NameThisThread("ob:" + name_);
   std::vector<store::Claimed> batch;
   for (;;) {
     {
