@@ -59,9 +59,10 @@ stage_done() {
   printf '=== done in %ss\n' "$(( $(date +%s) - stage_start ))"
 }
 
-install_deps() {
+# Installs those of the given Debian packages that are missing.
+install_packages() {
   local missing=()
-  for p in "${packages[@]}"; do
+  for p in "$@"; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" ||
       missing+=("$p")
   done
@@ -74,6 +75,14 @@ install_deps() {
   "${sudo[@]}" apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
   stage_done
 }
+
+install_deps() { install_packages "${packages[@]}"; }
+
+# Packages only `bench` needs: nginx-light answers figure 3's requests from
+# another process (the benchmark starts its own on a private config and port;
+# without it that row says it was skipped). Where systemd runs, the package
+# also enables a server on port 80.
+install_bench_deps() { install_packages nginx-light; }
 
 # The Node.js snippet's packages. A machine whose nodejs comes from elsewhere
 # (NodeSource, say) cannot install node-sqlite3 beside it (it depends on
@@ -243,6 +252,7 @@ cmd_demo() {
 
 cmd_bench() {
   install_deps
+  install_bench_deps
   stage "build (g++, Release): the benchmarks, outboxd, outboxctl, the sink benchmarks"
   # Warnings stay warnings here: g++ 12 at -O3 reports false -Wrestrict
   # positives inside libstdc++'s std::string (GCC bug 105329); the test
