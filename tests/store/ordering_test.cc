@@ -190,6 +190,60 @@ TEST_F(OrderingTest, TheFirstRecordedModeWinsAndIsReadBack) {
   EXPECT_EQ(Describe({}), "none");
 }
 
+// Schema 6 keeps delivered rows out of outbox_ordering through delivered_at:
+// set by the statements that deliver, cleared when a row leaves delivered
+// (by the store or by plain SQL; the trigger outbox_count_update sees both).
+std::optional<std::int64_t> DeliveredAt(Store& store, std::int64_t id) {
+  SQLite::Statement q(store.connection(), "SELECT delivered_at FROM outbox WHERE id = ?");
+  q.bind(1, id);
+  EXPECT_TRUE(q.executeStep()) << id;
+  if (q.getColumn(0).isNull()) return std::nullopt;
+  return q.getColumn(0).getInt64();
+}
+
+TEST_F(OrderingTest, DeliveredAtIsSetOnDeliveryAndClearedWhenTheRowComesBack) {
+  const auto a1 = Insert("t", "a");
+  const auto a2 = Insert("t", "a");
+  EXPECT_FALSE(DeliveredAt(store_, a1));
+  const Lease lease = Claim(a1);
+  EXPECT_FALSE(DeliveredAt(store_, a1));  // in flight is not delivered
+  ASSERT_TRUE(store_.Complete(lease, kNow + 5));
+  EXPECT_EQ(DeliveredAt(store_, a1), kNow + 5);
+  // Plain SQL, both ways, as another application might write it.
+  store_.connection().exec("UPDATE outbox SET status = 0 WHERE id = " + std::to_string(a1));
+  EXPECT_FALSE(DeliveredAt(store_, a1));
+  EXPECT_FALSE(store_.ClaimById(a2, "me", kNow + kLease, kNow));  // a1 holds the key again
+  store_.connection().exec("UPDATE outbox SET status = 1, updated_at = 7 WHERE id = " +
+                           std::to_string(a1));
+  EXPECT_EQ(DeliveredAt(store_, a1), 7);
+  EXPECT_EQ(ClaimIds("t"), (std::vector<std::int64_t>{a2}));
+}
+
+// A reconcile that requeues a delivered row puts it back in front of its
+// key: later rows not yet sent wait for it (docs/ordering.md, "What can
+// reorder": only rows that already arrived go before it).
+TEST_F(OrderingTest, ARequeuedRowHoldsItsKeyAgain) {
+  const auto a1 = Insert("t", "a");
+  const auto a2 = Insert("t", "a");
+  ASSERT_TRUE(store_.Complete(Claim(a1), kNow));
+  Operator op(store_);
+  const std::int64_t ids[] = {a1};
+  ASSERT_EQ(op.Requeue(ids, {"test", "host"}, "requeue", kNow), 1);
+  EXPECT_FALSE(DeliveredAt(store_, a1));
+  EXPECT_EQ(ClaimIds("t"), (std::vector<std::int64_t>{a1}));
+  EXPECT_EQ(store_.WaitsFor(a2)->id, a1);
+}
+
+// Marking a pending head delivered by hand lets the next row of its key go.
+TEST_F(OrderingTest, AnOperatorMarkingTheHeadDeliveredLetsTheKeyGoOn) {
+  const auto a1 = Insert("t", "a");
+  const auto a2 = Insert("t", "a");
+  const std::int64_t ids[] = {a1};
+  ASSERT_EQ(Operator(store_).MarkDeliveredIds(ids, {"test", "host"}, "applied", kNow + 3), 1);
+  EXPECT_EQ(DeliveredAt(store_, a1), kNow + 3);
+  EXPECT_EQ(ClaimIds("t"), (std::vector<std::int64_t>{a2}));
+}
+
 // Two connections on one file, as two agents: whatever interleaving of
 // claims and completions, a key never has two rows in flight and each key's
 // rows are claimed in id order.
