@@ -400,6 +400,25 @@ SELECT o.id AS id, o.topic AS topic, o.msg_key AS msg_key,
   FROM outbox AS o LEFT JOIN outbox_payload AS p ON p.id = o.id;
 )sql";
 
+// Parking (docs/ordering.md, "Dead heads"): a pending row behind a dead
+// head under dead_head "block" cannot go until an operator acts, yet it is
+// due, so every claim pass would walk it in the claim index and reject it.
+// The sweeper parks such rows (kParkBehindDeadHeads): next_attempt_at is
+// set to this value (9999-12-31T23:59:59.999Z), past the end of any due
+// range, and updated_at to the time of parking. Parking never decides what
+// may go (the claims still test OUTBOX_ORDER_READY); it only keeps rows
+// that cannot go out of the walk. Whatever lets the key go gives them back
+// their place (next_attempt_at = updated_at, when they were already due):
+// the triggers below, on every path, plain SQL included.
+#define OUTBOX_PARKED "253402300799999"
+// The rows parked behind the dead row OLD, if GATE (a test on OLD/NEW).
+#define OUTBOX_UNPARK_BEHIND(GATE)                                             \
+  "UPDATE outbox SET next_attempt_at = updated_at"                             \
+  " WHERE " GATE " AND OLD.ordering_key IS NOT NULL"                           \
+  "   AND topic = OLD.topic AND ordering_key = OLD.ordering_key"               \
+  "   AND ordering_key IS NOT NULL AND delivered_at IS NULL AND id > OLD.id"   \
+  "   AND status = 0 AND next_attempt_at = " OUTBOX_PARKED ";"
+
 // Migration 6: a claim no longer rewrites outbox_ordering. Its WHERE named
 // status, so every claim (0 -> 3) of a keyed row deleted and re-inserted
 // its entry, one index page per key touched: at 1 000 000 pending over
@@ -414,6 +433,8 @@ SELECT o.id AS id, o.topic AS topic, o.msg_key AS msg_key,
 // delivered, keeps it right for any other writer (plain SQL, a requeue).
 // Keyed rows delivered before the migration get it, so they leave the
 // index; unkeyed ones keep NULL (the column reads "not recorded" there).
+// Also the parking of rows behind dead heads (OUTBOX_PARKED): the index of
+// dead rows that can block, and the triggers that unpark.
 // One transaction: a kill leaves the file at schema 5.
 inline constexpr char kMigration6[] = R"sql(
 ALTER TABLE outbox ADD COLUMN delivered_at INTEGER;
@@ -422,16 +443,49 @@ DROP INDEX outbox_ordering;
 CREATE INDEX outbox_ordering ON outbox(topic, ordering_key, id)
   WHERE ordering_key IS NOT NULL AND delivered_at IS NULL;
 
+-- Dead rows that can block their key (kParkBehindDeadHeads): usually none.
+CREATE INDEX outbox_dead_keyed ON outbox(topic, ordering_key, id)
+  WHERE status = 2 AND ordering_key IS NOT NULL
+    AND coalesce(dead_reason, '') NOT IN ('expired', 'cancelled');
+
+-- Fires on the transitions into and out of delivered (as since schema 1)
+-- and now also out of dead, which may unblock a key. Each statement opens
+-- with a test on OLD/NEW only, evaluated once before any seek, so the
+-- store's own completions (which set delivered_at themselves) pay nothing
+-- more than before; a claim does not get past the WHEN.
 DROP TRIGGER outbox_count_update;
-CREATE TRIGGER outbox_count_update AFTER UPDATE OF status ON outbox
-  WHEN (OLD.status = 1) <> (NEW.status = 1)
+CREATE TRIGGER outbox_count_update AFTER UPDATE OF status, dead_reason ON outbox
+  WHEN (OLD.status = 1) <> (NEW.status = 1) OR OLD.status = 2
 BEGIN
   UPDATE outbox_counters SET value = value + (CASE WHEN NEW.status = 1 THEN -1 ELSE 1 END)
-   WHERE name = 'undelivered';
-  -- A no-op for the store's own statements, which set delivered_at with
-  -- status (the test on NEW is evaluated once, before any seek).
+   WHERE (OLD.status = 1) <> (NEW.status = 1) AND name = 'undelivered';
   UPDATE outbox SET delivered_at = CASE WHEN NEW.status = 1 THEN NEW.updated_at END
    WHERE (NEW.status = 1) <> (NEW.delivered_at IS NOT NULL) AND id = NEW.id;
+  -- A dead row that stops blocking (retried, marked delivered, cancelled)
+  -- gives the rows parked behind it their place back.
+  )sql" OUTBOX_UNPARK_BEHIND("OLD.status = 2 AND (NEW.status <> 2"
+                             " OR coalesce(NEW.dead_reason, '') IN ('expired', 'cancelled'))") R"sql(
+END;
+
+-- A purged dead row, likewise.
+DROP TRIGGER outbox_count_delete;
+CREATE TRIGGER outbox_count_delete AFTER DELETE ON outbox WHEN OLD.status <> 1
+BEGIN
+  UPDATE outbox_counters SET value = value - 1 WHERE name = 'undelivered';
+  )sql" OUTBOX_UNPARK_BEHIND("OLD.status = 2") R"sql(
+END;
+
+-- A topic whose recorded mode is forgotten or changed: nothing it parked
+-- stays parked.
+CREATE TRIGGER outbox_unpark_topic_delete AFTER DELETE ON outbox_topic_modes
+BEGIN
+  UPDATE outbox SET next_attempt_at = updated_at
+   WHERE status = 0 AND topic = OLD.topic AND next_attempt_at = )sql" OUTBOX_PARKED R"sql(;
+END;
+CREATE TRIGGER outbox_unpark_topic_update AFTER UPDATE ON outbox_topic_modes
+BEGIN
+  UPDATE outbox SET next_attempt_at = updated_at
+   WHERE status = 0 AND topic = OLD.topic AND next_attempt_at = )sql" OUTBOX_PARKED R"sql(;
 END;
 
 DROP VIEW outbox_message;
@@ -582,11 +636,37 @@ inline constexpr char kClaimNextOfKey[] =
 // such rows are made due now (an index range, usually empty).
 // ?1 topic, ?2 now, ?3 now + max interval
 // A scheduled row waiting for its deliver_at is not absurdly far ahead: it
-// waits for that wall-clock time, however far the clock went back.
+// waits for that wall-clock time, however far the clock went back. Nor is a
+// parked row (OUTBOX_PARKED).
 inline constexpr char kMakeDueIfFarAhead[] =
     "UPDATE outbox SET next_attempt_at = ?2"
     " WHERE status = 0 AND topic = ?1 AND next_attempt_at > ?3"
-    " AND (deliver_at IS NULL OR next_attempt_at > deliver_at)";
+    " AND (deliver_at IS NULL OR next_attempt_at > deliver_at)"
+    " AND next_attempt_at <> " OUTBOX_PARKED;
+
+// Parks the due rows behind each dead head of `topic` that blocks its key
+// (OUTBOX_PARKED). Only rows never tried (their place is the time they
+// became due) and not quarantined. Per dead head it looks at the rows added
+// since its last parking only: max(id) of the parked ones walks the key
+// downwards from its newest row and stops at the first parked one. So a
+// pass costs the dead heads that block (outbox_dead_keyed: usually none)
+// plus the rows that arrived behind them, not the backlog.
+// ?1 topic, ?2 now
+inline constexpr char kParkBehindDeadHeads[] =
+    "UPDATE outbox SET next_attempt_at = " OUTBOX_PARKED ", updated_at = ?2"
+    " WHERE id IN (SELECT s.id FROM outbox_topic_modes m,"
+    "   outbox h INDEXED BY outbox_dead_keyed, outbox s INDEXED BY outbox_ordering"
+    "  WHERE m.topic = ?1 AND m.ordering = 'key' AND m.dead_head = 'block'"
+    "    AND h.topic = ?1 AND h.status = 2 AND h.ordering_key IS NOT NULL"
+    "    AND coalesce(h.dead_reason, '') NOT IN ('expired', 'cancelled')"
+    "    AND s.topic = ?1 AND s.ordering_key = h.ordering_key AND s.ordering_key IS NOT NULL"
+    "    AND s.delivered_at IS NULL"
+    "    AND s.id > max(h.id, coalesce((SELECT max(q.id) FROM outbox q INDEXED BY outbox_ordering"
+    "      WHERE q.topic = ?1 AND q.ordering_key = h.ordering_key AND q.ordering_key IS NOT NULL"
+    "        AND q.delivered_at IS NULL AND q.status = 0"
+    "        AND q.next_attempt_at = " OUTBOX_PARKED "), 0))"
+    "    AND s.status = 0 AND s.next_attempt_at <= ?2 AND s.quarantined = 0"
+    "    AND s.attempts = 0 AND s.last_attempt_at IS NULL AND s.acked_at IS NULL)";
 
 // The subquery walks the claim index in (next_attempt_at, id) order; RETURNING
 // order is unspecified, so callers that care sort the result.

@@ -650,5 +650,23 @@ TEST_F(StoreTest, OrderingChecksSeekTheOrderingIndexByKey) {
   }
 }
 
+// The sweeper parks rows behind dead heads on every full pass: it must seek
+// the few dead rows that can block (outbox_dead_keyed), then each one's key,
+// never walk the topic's pending rows.
+TEST_F(StoreTest, ParkingSeeksTheBlockingDeadRowsAndTheirKeys) {
+  EXPECT_EQ(std::to_string(kParkedAt), OUTBOX_PARKED);
+  SQLite::Statement plan(store_.connection(),
+                         std::string("EXPLAIN QUERY PLAN ") + sql::kParkBehindDeadHeads);
+  std::string details;
+  while (plan.executeStep()) details += plan.getColumn(3).getString() + "\n";
+  EXPECT_NE(details.find("SEARCH h USING INDEX outbox_dead_keyed (topic=?"), std::string::npos)
+      << details;
+  EXPECT_NE(details.find("SEARCH s USING INDEX outbox_ordering (topic=? AND ordering_key=? AND id>?)"),
+            std::string::npos)
+      << details;
+  EXPECT_EQ(details.find("outbox_claim"), std::string::npos) << details;
+  EXPECT_EQ(details.find("SCAN"), std::string::npos) << details;
+}
+
 }  // namespace
 }  // namespace outbox::store
