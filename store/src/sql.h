@@ -824,14 +824,17 @@ inline constexpr char kClearTopicMode[] = "DELETE FROM outbox_topic_modes WHERE 
 // OUTBOX_ORDER_READY) cannot go now, being dead or not yet due (a retry's
 // backoff, a future deliver_at), and later rows of the key wait behind it.
 // Candidates come from the claim index (status 2, or status 0 not yet
-// due), so the cost follows the rows in trouble, not the backlog.
+// due), so the cost follows the rows in trouble, not the backlog; rows
+// parked behind a dead head (OUTBOX_PARKED) are never heads and are left
+// out of the range.
 // ?1 now
 #define OUTBOX_BLOCKED_HEAD_IDS                                                \
   "SELECT h.id FROM outbox_topic_modes m JOIN outbox AS h ON h.topic = m.topic"  \
   " WHERE m.ordering = 'key' AND h.ordering_key IS NOT NULL"                   \
   "   AND ((h.status = 2 AND m.dead_head = 'block'"                            \
   "         AND coalesce(h.dead_reason, '') NOT IN ('expired', 'cancelled'))" \
-  "        OR (h.status = 0 AND h.next_attempt_at > ?1)) AND"                  \
+  "        OR (h.status = 0 AND h.next_attempt_at > ?1"                         \
+  "            AND h.next_attempt_at < " OUTBOX_PARKED ")) AND"                   \
   OUTBOX_ORDER_READY("h")                                                      \
   "   AND EXISTS(SELECT 1 FROM outbox s INDEXED BY outbox_ordering"            \
   "     WHERE s.topic = h.topic AND s.ordering_key = h.ordering_key"           \
