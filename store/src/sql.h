@@ -976,8 +976,8 @@ inline constexpr char kListRuntime[] =
 inline constexpr char kRuntimeValue[] =
     "SELECT value FROM outbox_runtime WHERE name = ? ORDER BY updated_at DESC LIMIT 1";
 inline constexpr char kRestoreMessage[] =
-    "INSERT INTO outbox(topic, msg_key, payload, headers) VALUES(?1, ?2, ?3, ?4)"
-    " ON CONFLICT(topic, msg_key) DO NOTHING";
+    "INSERT INTO outbox(topic, msg_key, payload, headers, schema_version, ordering_key)"
+    " VALUES(?1, ?2, ?3, ?4, ?5, ?6) ON CONFLICT(topic, msg_key) DO NOTHING";
 inline constexpr char kAuditAction[] =
     "INSERT INTO outbox_audit(at, actor, host, action, rows, row_id, detail)"
     " VALUES(?, ?, ?, ?, ?, ?, ?)";
