@@ -824,22 +824,30 @@ inline constexpr char kClearTopicMode[] = "DELETE FROM outbox_topic_modes WHERE 
 // OUTBOX_ORDER_READY) cannot go now, being dead or not yet due (a retry's
 // backoff, a future deliver_at), and later rows of the key wait behind it.
 // Candidates come from the claim index (status 2, or status 0 not yet
-// due), so the cost follows the rows in trouble, not the backlog; rows
-// parked behind a dead head (OUTBOX_PARKED) are never heads and are left
-// out of the range.
+// due), so the cost follows the rows in trouble, not the backlog: CROSS
+// JOIN keeps the (tiny) modes table outside and each kind of head is its
+// own SELECT, so that each topic's candidates are index ranges (one
+// statement with an OR walked every pending row of every topic by status
+// alone). Rows parked behind a dead head (OUTBOX_PARKED) are never heads
+// and are left out of the range.
 // ?1 now
-#define OUTBOX_BLOCKED_HEAD_IDS                                                \
-  "SELECT h.id FROM outbox_topic_modes m JOIN outbox AS h ON h.topic = m.topic"  \
-  " WHERE m.ordering = 'key' AND h.ordering_key IS NOT NULL"                   \
-  "   AND ((h.status = 2 AND m.dead_head = 'block'"                            \
-  "         AND coalesce(h.dead_reason, '') NOT IN ('expired', 'cancelled'))" \
-  "        OR (h.status = 0 AND h.next_attempt_at > ?1"                         \
-  "            AND h.next_attempt_at < " OUTBOX_PARKED ")) AND"                   \
+// One SELECT per kind of head, each a range of outbox_claim per ordered topic.
+#define OUTBOX_BLOCKED_HEADS_WHERE(WHICH)                                      \
+  "SELECT h.id FROM outbox_topic_modes m CROSS JOIN outbox AS h INDEXED BY outbox_claim" \
+  " WHERE m.ordering = 'key' AND h.topic = m.topic AND " WHICH                 \
+  "   AND h.ordering_key IS NOT NULL AND"                                      \
   OUTBOX_ORDER_READY("h")                                                      \
   "   AND EXISTS(SELECT 1 FROM outbox s INDEXED BY outbox_ordering"            \
   "     WHERE s.topic = h.topic AND s.ordering_key = h.ordering_key"           \
-  "       AND s.ordering_key IS NOT NULL AND s.delivered_at IS NULL"            \
+  "       AND s.ordering_key IS NOT NULL AND s.delivered_at IS NULL"           \
   "       AND s.status <> 1 AND s.id > h.id)"
+#define OUTBOX_BLOCKED_HEAD_IDS                                                \
+  OUTBOX_BLOCKED_HEADS_WHERE(                                                  \
+      "h.status = 2 AND m.dead_head = 'block'"                                 \
+      " AND coalesce(h.dead_reason, '') NOT IN ('expired', 'cancelled')")      \
+  " UNION ALL "                                                                \
+  OUTBOX_BLOCKED_HEADS_WHERE(                                                  \
+      "h.status = 0 AND h.next_attempt_at > ?1 AND h.next_attempt_at < " OUTBOX_PARKED)
 // ?1 now, ?2 after id, ?3 limit
 inline constexpr char kBlockedHeads[] =
     "SELECT " OUTBOX_ROW_COLUMNS " FROM outbox_message WHERE id IN (" OUTBOX_BLOCKED_HEAD_IDS ")"
