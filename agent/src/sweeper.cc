@@ -79,6 +79,7 @@ void Sweeper::FullPass() {
   rt_.writer->Run([&](store::Store& s) {
     for (const auto& [route, topic] : served.topics) {
       s.MakeDueIfFarAhead(topic, now, route->options.retry.max_interval_ms);
+      s.ParkBehindDeadHeads(topic, now);
     }
   });
   ExpirePass(served, now);

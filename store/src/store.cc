@@ -486,6 +486,15 @@ int Store::MakeDueIfFarAhead(std::string_view topic, std::int64_t now,
   });
 }
 
+int Store::ParkBehindDeadHeads(std::string_view topic, std::int64_t now) {
+  return Wrap("park rows behind dead heads", [&] {
+    StatementUse q(impl_->Prepare(sql::kParkBehindDeadHeads));
+    q->bind(1, std::string(topic));
+    q->bind(2, now);
+    return q->exec();
+  });
+}
+
 bool Store::Complete(const Lease& lease, std::int64_t now) {
   return Wrap("complete", [&] { return impl_->Transition(sql::kComplete, lease, now); });
 }
