@@ -120,6 +120,63 @@ void Writer::ApplyBatch(std::deque<Item>& batch) {
   }
 }
 
+void Writer::ApplyAndCommit(std::deque<Item>& segment, Item*& current) {
+  if (segment.front().alone) {
+    segment.front().task.apply(*store_);
+  } else {
+    store::Store::WriteTransaction txn(*store_);
+    for (auto& item : segment) {
+      current = &item;
+      item.task.apply(*store_);
+    }
+    current = nullptr;
+    txn.Commit();
+  }
+  {
+    std::lock_guard lock(mutex_);
+    ++transactions_;
+  }
+  for (auto& item : segment) {
+    if (item.task.after_commit) {
+      try {
+        item.task.after_commit();
+      } catch (const std::exception& e) {
+        logger_->error("writer: after-commit action failed: {}", e.what());
+      }
+    }
+    if (item.done) item.done->set_value();
+  }
+}
+
+bool Writer::RedoWithoutHook(Item* current, const TransactionEnded& e) {
+  if (current == nullptr || !current->task.apply_after_abort) return false;
+  auto fallback = std::move(current->task.apply_after_abort);
+  current->task.apply_after_abort = nullptr;
+  current->task.apply = [fallback = std::move(fallback),
+                         error = std::string(e.what())](store::Store& s) { fallback(s, error); };
+  logger_->warn("writer: a completion hook ended the transaction ({}); redoing the group "
+                "without it",
+                e.what());
+  return true;
+}
+
+// A Run caller gets the error (and reports it); an asynchronous change is
+// lost here, which only means the row's lease expires and it is sent again
+// (at-least-once).
+void Writer::GiveUp(Item& item, const std::exception_ptr& failure) {
+  if (item.done) {
+    item.done->set_exception(failure);
+    return;
+  }
+  try {
+    std::rethrow_exception(failure);
+  } catch (const std::exception& e) {
+    ReportGiveUp(e.what());
+  } catch (...) {
+    ReportGiveUp("unknown error");
+  }
+}
+
 bool Writer::Commit(std::deque<Item>& segment, std::stop_token& stop) {
   constexpr int kAttemptsWhenStopping = 3;
   constexpr int kAttemptsOnError = 3;
@@ -129,48 +186,13 @@ bool Writer::Commit(std::deque<Item>& segment, std::stop_token& stop) {
     bool busy = false;
     Item* current = nullptr;
     try {
-      if (segment.front().alone) {
-        segment.front().task.apply(*store_);
-      } else {
-        store::Store::WriteTransaction txn(*store_);
-        for (auto& item : segment) {
-          current = &item;
-          item.task.apply(*store_);
-        }
-        current = nullptr;
-        txn.Commit();
-      }
-      {
-        std::lock_guard lock(mutex_);
-        ++transactions_;
-      }
-      for (auto& item : segment) {
-        if (item.task.after_commit) {
-          try {
-            item.task.after_commit();
-          } catch (const std::exception& e) {
-            logger_->error("writer: after-commit action failed: {}", e.what());
-          }
-        }
-        if (item.done) item.done->set_value();
-      }
+      ApplyAndCommit(segment, current);
       return true;
     } catch (const TransactionEnded& e) {
       // A hook ended the transaction: everyone's changes are gone. Redo the
       // group with that message's fallback (its hook recorded as failed),
       // so that one hook costs the others nothing.
-      if (current != nullptr && current->task.apply_after_abort) {
-        auto fallback = std::move(current->task.apply_after_abort);
-        current->task.apply_after_abort = nullptr;
-        current->task.apply = [fallback = std::move(fallback),
-                               error = std::string(e.what())](store::Store& s) {
-          fallback(s, error);
-        };
-        logger_->warn("writer: a completion hook ended the transaction ({}); redoing the group "
-                      "without it",
-                      e.what());
-        continue;
-      }
+      if (RedoWithoutHook(current, e)) continue;
       failure = std::current_exception();
     } catch (const store::StoreError& e) {
       busy = e.busy();
@@ -191,20 +213,7 @@ bool Writer::Commit(std::deque<Item>& segment, std::stop_token& stop) {
     }
     if (segment.size() > 1) return false;
     if (!busy && ++errors < kAttemptsOnError && !stopping) continue;
-    // Give up on this item: a Run caller gets the error (and reports it); an
-    // asynchronous change is lost here, which only means the row's lease
-    // expires and it is sent again (at-least-once).
-    if (segment.front().done) {
-      segment.front().done->set_exception(failure);
-    } else {
-      try {
-        std::rethrow_exception(failure);
-      } catch (const std::exception& e) {
-        ReportGiveUp(e.what());
-      } catch (...) {
-        ReportGiveUp("unknown error");
-      }
-    }
+    GiveUp(segment.front(), failure);
     return false;
   }
 }

@@ -20,6 +20,8 @@ class logger;
 
 namespace outbox::agent {
 
+class TransactionEnded;  // completion.h
+
 // Owns a write connection and a thread. Tasks submitted from any thread are
 // applied in submission order; everything queued while a transaction runs
 // goes into the next one, so N workers finishing at once cost one commit,
@@ -81,6 +83,14 @@ class Writer {
   void ApplyBatch(std::deque<Item>& batch);
   // Retries SQLITE_BUSY with backoff; returns false when the stop came first.
   bool Commit(std::deque<Item>& batch, std::stop_token& stop);
+  // One attempt: applies the group in one transaction (an `alone` item in
+  // its own), then runs the after-commit steps. `current` names the item
+  // being applied, for RedoWithoutHook.
+  void ApplyAndCommit(std::deque<Item>& segment, Item*& current);
+  // After a hook ended the transaction: swaps that item's task for its
+  // fallback; false when it has none.
+  bool RedoWithoutHook(Item* current, const TransactionEnded& e);
+  void GiveUp(Item& item, const std::exception_ptr& failure);
   // Logs an abandoned asynchronous change, at most once per interval.
   void ReportGiveUp(const std::string& what);
 
