@@ -33,17 +33,23 @@ bool WorkerPool::HasRoomFor(std::int64_t bytes) const {
   return queue_.empty() || queued_bytes_ + bytes <= capacity_bytes_;
 }
 
+std::size_t WorkerPool::QueueWhileRoom(std::vector<store::Claimed>& claimed) {
+  std::size_t taken = 0;
+  while (!stopping_ && taken < claimed.size()) {
+    const std::int64_t bytes = BytesOf(claimed[taken]);
+    if (!HasRoomFor(bytes)) break;
+    queued_bytes_ += bytes;
+    queue_.push_back({std::move(claimed[taken]), 0});
+    ++taken;
+  }
+  return taken;
+}
+
 std::vector<store::Claimed> WorkerPool::TrySubmitAll(std::vector<store::Claimed> claimed) {
   std::size_t taken = 0;
   {
     std::lock_guard lock(mutex_);
-    while (!stopping_ && taken < claimed.size()) {
-      const std::int64_t bytes = BytesOf(claimed[taken]);
-      if (!HasRoomFor(bytes)) break;
-      queued_bytes_ += bytes;
-      queue_.push_back(std::move(claimed[taken]));
-      ++taken;
-    }
+    taken = QueueWhileRoom(claimed);
   }
   if (taken == 1) {
     ready_.notify_one();
@@ -52,6 +58,19 @@ std::vector<store::Claimed> WorkerPool::TrySubmitAll(std::vector<store::Claimed>
   }
   claimed.erase(claimed.begin(), claimed.begin() + static_cast<std::ptrdiff_t>(taken));
   return claimed;
+}
+
+std::vector<store::Claimed> WorkerPool::TrySubmitRun(std::vector<store::Claimed> run) {
+  std::size_t taken = 0;
+  {
+    std::lock_guard lock(mutex_);
+    const std::size_t first = queue_.size();
+    taken = QueueWhileRoom(run);
+    if (taken > 0) queue_[first].run = taken;
+  }
+  if (taken > 0) ready_.notify_one();  // one worker takes it all
+  run.erase(run.begin(), run.begin() + static_cast<std::ptrdiff_t>(taken));
+  return run;
 }
 
 int WorkerPool::FreeSlots() const {
@@ -65,8 +84,8 @@ std::vector<store::Claimed> WorkerPool::StopIntake() {
   {
     std::lock_guard lock(mutex_);
     stopping_ = true;
-    unstarted.assign(std::make_move_iterator(queue_.begin()),
-                     std::make_move_iterator(queue_.end()));
+    unstarted.reserve(queue_.size());
+    for (Queued& queued : queue_) unstarted.push_back(std::move(queued.claimed));
     queue_.clear();
     queued_bytes_ = 0;
   }
@@ -87,19 +106,25 @@ void WorkerPool::Join() {
 
 void WorkerPool::Loop(int index) {
   std::vector<store::Claimed> batch;
+  bool run = false;
   for (;;) {
     {
       std::unique_lock lock(mutex_);
       ready_.wait(lock, [this] { return stopping_ || !queue_.empty(); });
       if (queue_.empty()) return;  // stopping and nothing left
-      const std::size_t n = std::min(batch_max_, queue_.size());
-      batch.assign(std::make_move_iterator(queue_.begin()),
-                   std::make_move_iterator(queue_.begin() + static_cast<std::ptrdiff_t>(n)));
-      queue_.erase(queue_.begin(), queue_.begin() + static_cast<std::ptrdiff_t>(n));
-      for (const store::Claimed& claimed : batch) queued_bytes_ -= BytesOf(claimed);
+      // A run goes whole to one worker; a batch stops before the next run.
+      run = queue_.front().run > 0;
+      std::size_t n = run ? queue_.front().run : 1;
+      while (!run && n < batch_max_ && n < queue_.size() && queue_[n].run == 0) ++n;
+      batch.clear();
+      for (std::size_t i = 0; i < n; ++i) {
+        queued_bytes_ -= BytesOf(queue_.front().claimed);
+        batch.push_back(std::move(queue_.front().claimed));
+        queue_.pop_front();
+      }
       ++running_;
     }
-    work_(index, batch);  // catches everything itself: no exception crosses a thread
+    work_(index, batch, run);  // catches everything itself: no exception crosses a thread
     bool room = false;
     {
       std::lock_guard lock(mutex_);
