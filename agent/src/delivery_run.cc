@@ -195,8 +195,9 @@ void DeliveryWorker::GrowRun(const std::shared_ptr<RunFeed>& feed, const store::
 
 void DeliveryWorker::HandBack(std::vector<store::Lease> leases) {
   if (leases.empty()) return;
-  rt_.writer->Submit({[this, leases = std::move(leases)](store::Store& s) {
-                        const std::int64_t now = rt_.clock->WallMs();
+  // The runtime outlives the writer's queue; this worker need not.
+  rt_.writer->Submit({[&rt = rt_, leases = std::move(leases)](store::Store& s) {
+                        const std::int64_t now = rt.clock->WallMs();
                         for (const store::Lease& lease : leases) s.Revert(lease, now);
                       },
                       {}});
