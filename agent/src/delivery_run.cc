@@ -27,6 +27,16 @@ std::int64_t DeliveryWorker::RunBytes(const Route& route) {
   return std::max<std::int64_t>(1, std::min(kRunMaxBytes, route.options.queue_bytes));
 }
 
+bool DeliveryWorker::Alone(const Route& route) {
+  return route.pool == nullptr || route.pool->Load() <= 1;
+}
+
+bool DeliveryWorker::StartsRun(const Route& route, const std::vector<store::Claimed>& batch) const {
+  return dispatcher_ != nullptr && batch.size() == 1 && route.options.ordering.by_key &&
+         route.options.endpoint.batch.max_messages <= 1 && batch.front().row.ordering_key &&
+         Alone(route);
+}
+
 void DeliveryWorker::WorkRun(Route& route, std::vector<store::Claimed>& run) {
   const auto accounted = static_cast<std::int64_t>(run.size());
   auto feed = std::make_shared<RunFeed>();
@@ -69,7 +79,8 @@ void DeliveryWorker::WorkRun(Route& route, std::vector<store::Claimed>& run) {
         // Grow early: the claim's commit (an fsync) then overlaps the sends
         // of the rows still in hand instead of following the last one.
         if (dispatcher_ != nullptr && !key.empty() && !feed->growing &&
-            hand.size() <= static_cast<std::size_t>(rows - rows / 4) && !rt_.stopping.load()) {
+            hand.size() <= static_cast<std::size_t>(rows - rows / 4) && !rt_.stopping.load() &&
+            Alone(route)) {
           feed->growing = true;
           after = feed->last;
           grow = true;

@@ -30,7 +30,7 @@ bool DeliveryWorker::SafeAlreadyDone(Handler& handler, const Delivery& delivery)
 
 void DeliveryWorker::Work(Route& route, int /*index*/, std::vector<store::Claimed>& batch,
                           bool run) {
-  if (run) {
+  if (run || StartsRun(route, batch)) {
     WorkRun(route, batch);
     return;
   }
@@ -282,16 +282,14 @@ void DeliveryWorker::SubmitOutcome(Route& route, const Loaded& item, Writer::Tas
   }
   auto next = std::make_shared<std::vector<store::Claimed>>();
   // As the eager path: nothing new while stopping, and rows taken back from
-  // a crashed agent go one at a time (the sweeper's probation). A batch
-  // endpoint sends one row of a key per batch, so it gets no runs.
-  auto claim_next = [this, &route, next, topic = item.row.topic,
+  // a crashed agent go one at a time (the sweeper's probation).
+  auto claim_next = [this, next, topic = item.row.topic,
                      key = *item.row.ordering_key](store::Store& s) {
     if (rt_.stopping.load() || rt_.probation.load()) return;
     const std::int64_t now = rt_.clock->WallMs();
-    const bool batches = route.options.endpoint.batch.max_messages > 1;
-    const int free = route.pool ? route.pool->FreeSlots() : RunRows(route);
-    const int rows = batches ? 1 : std::max(1, std::min(RunRows(route), free));
-    *next = s.ClaimRunOfKey(topic, key, rt_.owner, rt_.LeaseUntil(now), now, rows, RunBytes(route));
+    if (auto one = s.ClaimNextOfKey(topic, key, rt_.owner, rt_.LeaseUntil(now), now)) {
+      next->push_back(std::move(*one));
+    }
   };
   task.apply = [next, claim_next, apply = std::move(task.apply)](store::Store& s) {
     next->clear();  // the transaction may be retried
@@ -306,11 +304,9 @@ void DeliveryWorker::SubmitOutcome(Route& route, const Loaded& item, Writer::Tas
       claim_next(s);
     };
   }
-  // The key's next run waits for this commit: no group-commit window.
-  task.deferrable = false;
   task.after_commit = [this, next, after = std::move(task.after_commit)] {
     if (after) after();
-    if (!next->empty()) dispatcher_->DispatchRun(std::move(*next));
+    if (!next->empty()) dispatcher_->DispatchEager(std::move(*next));
   };
   rt_.writer->Submit(std::move(task));
 }

@@ -75,10 +75,7 @@ void Dispatcher::DispatchEager(std::vector<store::Claimed> claimed) {
 }
 
 void Dispatcher::DispatchRun(std::vector<store::Claimed> run) {
-  if (run.size() < 2) {  // one row goes as any other (a batch may take it)
-    DispatchEager(std::move(run));
-    return;
-  }
+  if (run.empty()) return;
   for (const auto& c : run) {
     if (c.lease.token == 1) rt_.metrics->Enqueued(c.topic);
   }

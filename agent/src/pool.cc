@@ -65,12 +65,28 @@ std::vector<store::Claimed> WorkerPool::TrySubmitRun(std::vector<store::Claimed>
   {
     std::lock_guard lock(mutex_);
     const std::size_t first = queue_.size();
-    taken = QueueWhileRoom(run);
-    if (taken > 0) queue_[first].run = taken;
+    // The first row takes the place its key's previous row left in the
+    // queue: a full queue must not send a key back to the sweeper for want
+    // of one slot (the queue then holds at most one row per worker more).
+    if (!stopping_ && !run.empty() && !HasRoomFor(BytesOf(run.front()))) {
+      queued_bytes_ += BytesOf(run.front());
+      queue_.push_back({std::move(run.front()), 0});
+      run.erase(run.begin());
+      taken = 1;
+    }
+    const std::size_t more = QueueWhileRoom(run);
+    run.erase(run.begin(), run.begin() + static_cast<std::ptrdiff_t>(more));
+    taken += more;
+    // One row goes as any other (a batch may take it along).
+    if (taken > 1) queue_[first].run = taken;
   }
   if (taken > 0) ready_.notify_one();  // one worker takes it all
-  run.erase(run.begin(), run.begin() + static_cast<std::ptrdiff_t>(taken));
   return run;
+}
+
+int WorkerPool::Load() const {
+  std::lock_guard lock(mutex_);
+  return static_cast<int>(queue_.size()) + running_;
 }
 
 int WorkerPool::FreeSlots() const {

@@ -46,8 +46,14 @@ class WorkerPool {
   // that did not fit, in order.
   std::vector<store::Claimed> TrySubmitAll(std::vector<store::Claimed> claimed);
   // Queues a run (rows of one ordering key in id order) that one worker takes
-  // whole: as many of its first rows as fit. Returns the rest, in order.
+  // whole: as many of its first rows as fit, and the first one even when the
+  // queue is full (it stands for its key's row a worker just finished; the
+  // queue may so exceed its row bound by one row per worker). Returns the
+  // rest, in order.
   std::vector<store::Claimed> TrySubmitRun(std::vector<store::Claimed> run);
+  // Rows queued plus workers busy: 0 or 1 when at most one key is being
+  // served.
+  int Load() const;
   // Rows that may be queued now: 0 while the byte bound is reached.
   int FreeSlots() const;
 
