@@ -26,7 +26,7 @@ class DeliveryWorker {
   // A pool's work function: sends the claimed rows (the claim returned
   // them, payload included) and hands the outcomes to the writer. Never
   // throws: a failure gives the whole batch back. With `run`, the rows are a
-  // run of one ordering key (Store::ClaimRunOfKey), sent as WorkRun says.
+  // run of one ordering key (Store::ClaimRunAfter), sent as WorkRun says.
   void Work(Route& route, int index, std::vector<store::Claimed>& batch, bool run = false);
 
   // Most rows a run holds, and most bytes of payload and headers after its
@@ -66,7 +66,7 @@ class DeliveryWorker {
   // lease lapsed, ends the run; a row that is not delivered ends it too.
   // Whatever ends it hands the unsent rows back (no attempt counted) in a
   // write queued before the ending row's own outcome. Only a row sent with
-  // nothing left in hand claims the key's next run (Store::ClaimRunOfKey).
+  // nothing left in hand claims the key's next row (Store::ClaimNextOfKey).
   void WorkRun(Route& route, std::vector<store::Claimed>& run);
   // One row of a run. True when it was delivered; false when it ended the
   // run (having called `end_run` before queuing its outcome).

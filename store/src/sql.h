@@ -523,13 +523,13 @@ inline constexpr char kClaimNextOfKey[] =
     " AND status = 0 AND next_attempt_at <= ?4 AND quarantined <> 1 AND"
     OUTBOX_ORDER_READY("outbox") OUTBOX_CLAIM_RETURNING;
 
-// A run (docs/ordering.md): after the key's head, claimed by kClaimNextOfKey
-// in the same transaction, the key's next undelivered rows in id order, with
+// A run (docs/ordering.md): after the run's last row ?3, the key's next
+// undelivered rows in id order, with
 // what decides whether each may join the run and its size in bytes. The
 // caller keeps the unbroken prefix of rows that are pending, due, not
 // quarantined and not scheduled ahead: each of them would be ready the moment
 // the rows before it are delivered, and nothing else of the key lies between.
-// ?1 topic, ?2 ordering key, ?3 the head's id, ?4 limit, ?5 now
+// ?1 topic, ?2 ordering key, ?3 the run's last id, ?4 limit, ?5 now
 inline constexpr char kRunAfterHead[] =
     "SELECT o.id, o.status = 0 AND o.next_attempt_at <= ?5 AND o.quarantined <> 1"
     "   AND (o.deliver_at IS NULL OR o.deliver_at <= ?5),"

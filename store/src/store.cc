@@ -519,27 +519,6 @@ std::vector<Claimed> Store::ClaimRunTail(std::int64_t after_id, std::string_view
   return tail;
 }
 
-std::vector<Claimed> Store::ClaimRunOfKey(std::string_view topic, std::string_view ordering_key,
-                                          std::string_view owner, std::int64_t lease_expires_at,
-                                          std::int64_t now, int max_rows,
-                                          std::int64_t max_bytes) {
-  if (max_rows < 1) throw std::invalid_argument("max_rows: expected a positive integer");
-  return Wrap("claim a run of a key", [&] {
-    return ClaimRunAtomically(*impl_, [&] {
-      std::vector<Claimed> run;
-      auto head = ClaimNextOfKey(topic, ordering_key, owner, lease_expires_at, now);
-      if (!head) return run;
-      const std::int64_t head_id = head->lease.id;
-      run.push_back(std::move(*head));
-      for (Claimed& c : ClaimRunTail(head_id, topic, ordering_key, owner, lease_expires_at, now,
-                                     max_rows - 1, max_bytes)) {
-        run.push_back(std::move(c));
-      }
-      return run;
-    });
-  });
-}
-
 std::vector<Claimed> Store::ClaimRunAfter(const Lease& last, std::string_view topic,
                                           std::string_view ordering_key, std::string_view owner,
                                           std::int64_t lease_expires_at, std::int64_t now,

@@ -196,7 +196,13 @@ class RunTest : public DeliveryWorkerTest {
         producer.Enqueue(m);
       }
       const std::int64_t now = rt_.clock->WallMs();
-      run = s.ClaimRunOfKey("t", "a", rt_.owner, now + 60'000, now, n, 1 << 20);
+      auto head = s.ClaimNextOfKey("t", "a", rt_.owner, now + 60'000, now);
+      if (!head) return;
+      run.push_back(*head);
+      for (auto& c : s.ClaimRunAfter(head->lease, "t", "a", rt_.owner, now + 60'000, now, n - 1,
+                                     1 << 20)) {
+        run.push_back(c);
+      }
     });
     return run;
   }

@@ -186,6 +186,18 @@ std::vector<std::int64_t> IdsOf(const std::vector<Claimed>& claimed) {
   return ids;
 }
 
+// The key's head and the run that grows behind it, as a worker claims them.
+std::vector<Claimed> ClaimRun(Store& store, int rows, std::int64_t bytes) {
+  std::vector<Claimed> run;
+  auto head = store.ClaimNextOfKey("t", "a", "me", kNow + kLease, kNow);
+  if (!head) return run;
+  run.push_back(*head);
+  for (auto& c : store.ClaimRunAfter(head->lease, "t", "a", "me", kNow + kLease, kNow, rows, bytes)) {
+    run.push_back(c);
+  }
+  return run;
+}
+
 TEST_F(OrderingTest, ARunIsTheHeadAndTheUnbrokenReadyRowsBehindItInIdOrder) {
   const auto a1 = Insert("t", "a");
   const auto b1 = Insert("t", "b");
@@ -193,14 +205,14 @@ TEST_F(OrderingTest, ARunIsTheHeadAndTheUnbrokenReadyRowsBehindItInIdOrder) {
   const auto a3 = Insert("t", "a");
   const auto a4 = Insert("t", "a", kNow + 60'000);  // waits for its retry: ends the run
   Insert("t", "a");
-  const auto run = store_.ClaimRunOfKey("t", "a", "me", kNow + kLease, kNow, 100, 1 << 20);
+  const auto run = ClaimRun(store_, 100, 1 << 20);
   EXPECT_EQ(IdsOf(run), (std::vector<std::int64_t>{a1, a2, a3}));
   for (const auto& c : run) {
     EXPECT_EQ(c.row.status, Status::kInFlight);
     EXPECT_EQ(c.row.payload, "p");  // the claim returned the rows whole
   }
   // Nothing else of the key goes while the run is out; other keys do.
-  EXPECT_TRUE(store_.ClaimRunOfKey("t", "a", "me", kNow + kLease, kNow, 100, 1 << 20).empty());
+  EXPECT_TRUE(ClaimRun(store_, 100, 1 << 20).empty());
   EXPECT_EQ(ClaimIds("t"), (std::vector<std::int64_t>{b1}));
   EXPECT_EQ(store_.Get(a4)->status, Status::kPending);
 }
@@ -209,12 +221,12 @@ TEST_F(OrderingTest, ARunStopsAtTheRowAndByteCapsAndNeverPassesAnUndeliveredRow)
   std::vector<std::int64_t> a;
   for (int i = 0; i < 6; ++i) a.push_back(Insert("t", "a"));
   const auto claim_and_revert = [&](int rows, std::int64_t bytes) {
-    const auto run = store_.ClaimRunOfKey("t", "a", "me", kNow + kLease, kNow, rows, bytes);
+    const auto run = ClaimRun(store_, rows, bytes);
     for (const auto& c : run) EXPECT_TRUE(store_.Revert(c.lease, kNow));
     return IdsOf(run);
   };
-  // Row and byte caps: payloads are 1 byte; the head is not counted.
-  EXPECT_EQ(claim_and_revert(2, 1 << 20), (std::vector<std::int64_t>{a[0], a[1]}));
+  // Row and byte caps (after the head): payloads are 1 byte.
+  EXPECT_EQ(claim_and_revert(1, 1 << 20), (std::vector<std::int64_t>{a[0], a[1]}));
   EXPECT_EQ(claim_and_revert(100, 3), (std::vector<std::int64_t>{a[0], a[1], a[2], a[3]}));
   // A row in flight in the middle (an operator's retry can leave one
   // behind a pending row) ends the run before it.
@@ -226,7 +238,7 @@ TEST_F(OrderingTest, ARunStopsAtTheRowAndByteCapsAndNeverPassesAnUndeliveredRow)
 TEST_F(OrderingTest, ARunGrowsOnlyBehindItsOwnLastRow) {
   std::vector<std::int64_t> a;
   for (int i = 0; i < 6; ++i) a.push_back(Insert("t", "a"));
-  const auto run = store_.ClaimRunOfKey("t", "a", "me", kNow + kLease, kNow, 2, 1 << 20);
+  const auto run = ClaimRun(store_, 1, 1 << 20);
   ASSERT_EQ(IdsOf(run), (std::vector<std::int64_t>{a[0], a[1]}));
   const Lease last = run.back().lease;
   // Another owner, or a stale lease, cannot grow it.
@@ -249,7 +261,7 @@ TEST_F(OrderingTest, ARunGrowsOnlyBehindItsOwnLastRow) {
 TEST_F(OrderingTest, ARunDoesNotGrowPastAnOlderRowThatIsNotPartOfIt) {
   std::vector<std::int64_t> a;
   for (int i = 0; i < 4; ++i) a.push_back(Insert("t", "a"));
-  const auto run = store_.ClaimRunOfKey("t", "a", "me", kNow + kLease, kNow, 2, 1 << 20);
+  const auto run = ClaimRun(store_, 1, 1 << 20);
   ASSERT_EQ(IdsOf(run), (std::vector<std::int64_t>{a[0], a[1]}));
   // The run's head went back to pending (a revert another writer made):
   // growing now would let a later row go while an earlier one waits.

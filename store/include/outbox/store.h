@@ -525,21 +525,15 @@ class Store {
   std::optional<Claimed> ClaimNextOfKey(std::string_view topic, std::string_view ordering_key,
                                         std::string_view owner, std::int64_t lease_expires_at,
                                         std::int64_t now);
-  // A run of one key (docs/ordering.md): the row ClaimNextOfKey would claim,
-  // and with it the key's next rows in id order as long as each is pending,
-  // due, not quarantined and not scheduled ahead, and nothing else of the key
-  // lies between (a dead row, one in flight, one waiting for a retry or its
-  // deliver_at ends the run). At most `max_rows` rows and, after the first,
-  // `max_bytes` of payload and headers. In id order; empty when the key's
-  // head may not go now. The caller must send them one after another, each
-  // only after the one before was acknowledged, and hand back unsent the
-  // ones after a failure.
-  std::vector<Claimed> ClaimRunOfKey(std::string_view topic, std::string_view ordering_key,
-                                     std::string_view owner, std::int64_t lease_expires_at,
-                                     std::int64_t now, int max_rows, std::int64_t max_bytes);
-  // Grows a run while it is being sent: the rows of the key after `last`
+  // A run of one key (docs/ordering.md): claims the key's rows after `last`
   // (the last row of the run, which `owner` must still hold in flight under
-  // that lease), chosen as ClaimRunOfKey chooses the rows after its head.
+  // that lease; a run starts with one claimed row) in id order, as long as
+  // each is pending, due, not quarantined and not scheduled ahead, and
+  // nothing else of the key lies between (a dead row, one in flight, one
+  // waiting for a retry or its deliver_at ends it). At most `max_rows` rows
+  // and `max_bytes` of payload and headers (at least one row). The caller
+  // must send them one after another, each only after the one before was
+  // acknowledged, and hand back unsent the ones after a failure.
   // Empty when `last` is no longer ours or an older row of the key is
   // undelivered and not part of the run (an operator's retry, another
   // agent's claim). Claiming while the run's earlier rows are still in
@@ -681,8 +675,8 @@ class Store {
   void SetLimits(const Limits& limits);
 
  private:
-  // The claiming part of ClaimRunOfKey and ClaimRunAfter: the rows after
-  // `after_id`, inside the caller's transaction.
+  // The claiming part of ClaimRunAfter: the rows after `after_id`, inside
+  // the caller's transaction.
   std::vector<Claimed> ClaimRunTail(std::int64_t after_id, std::string_view topic,
                                     std::string_view ordering_key, std::string_view owner,
                                     std::int64_t lease_expires_at, std::int64_t now, int max_rows,
