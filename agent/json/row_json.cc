@@ -75,6 +75,7 @@ void WriteRow(JsonWriter& json, const store::Row& row, const RowJsonOptions& opt
     PutRawIfNotUtf8(json, "topic_base64", row.topic);
     PutRawIfNotUtf8(json, "msg_key_base64", row.key);
     if (row.headers_json) PutRawIfNotUtf8(json, "headers_base64", *row.headers_json);
+    if (row.ordering_key) PutRawIfNotUtf8(json, "ordering_key_base64", *row.ordering_key);
   }
   if (!options.message_id.empty()) Put(json, "message_id", options.message_id);
   Put(json, "status", store::StatusName(row.status));
@@ -177,6 +178,8 @@ ArchivedMessage ParseArchiveLine(std::string_view line) {
   message.key = *text("msg_key", true);
   message.payload = *text("payload", true);
   message.headers_json = text("headers", false);
+  message.schema_version = text("schema_version", false);
+  message.ordering_key = text("ordering_key", false);
   return message;
 }
 

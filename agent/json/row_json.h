@@ -55,6 +55,9 @@ struct ArchivedMessage {
   std::string key;
   std::string payload;
   std::optional<std::string> headers_json;
+  // What shapes the resend: the URL and Schema-Version, and the key's order.
+  std::optional<std::string> schema_version;
+  std::optional<std::string> ordering_key;
 };
 
 // Reads one archive line. Throws std::invalid_argument saying what is wrong

@@ -84,7 +84,10 @@ void WriteEndpoint(Writer& w, const transport::EndpointOptions& e) {
   String(w, "content_type", e.content_type);
   String(w, "cloudevents", CloudEventsName(e.cloudevents));
   String(w, "ce_source", e.ce_source);
+  String(w, "dataschema", e.dataschema);
   Int(w, "max_retry_after_ms", e.max_retry_after_ms);
+  String(w, "compression", e.compression == transport::Compression::kGzip ? "gzip" : "none");
+  Int(w, "compress_min_bytes", static_cast<std::int64_t>(e.compress_min_bytes));
   // Any header may carry a credential resolved from env: or file:.
   Key(w, "headers");
   w.StartObject();
@@ -132,12 +135,48 @@ void WriteEndpoint(Writer& w, const transport::EndpointOptions& e) {
   }
 }
 
+// The topic keys that are not the endpoint's: routing by schema version,
+// scheduling, hooks, ordering and pacing. Absent keys stay absent.
+void WriteTopicExtras(Writer& w, const TopicOptions& topic) {
+  if (!topic.url_by_schema_version.empty()) {
+    Key(w, "url_by_schema_version");
+    w.StartObject();
+    for (const auto& [version, url] : topic.url_by_schema_version) {
+      String(w, version, RedactUrl(url));
+    }
+    w.EndObject();
+  }
+  Int(w, "priority", topic.priority);
+  Int(w, "ttl_ms", topic.ttl_ms);
+  // Hook SQL is code, not a secret; a credential in it would be a bug.
+  if (!topic.hooks.on_delivered_sql.empty()) {
+    String(w, "on_delivered", topic.hooks.on_delivered_sql);
+  }
+  if (!topic.hooks.on_dead_sql.empty()) String(w, "on_dead", topic.hooks.on_dead_sql);
+  if (topic.ordering.by_key) {
+    Key(w, "ordering");
+    w.StartObject();
+    String(w, "by", "key");
+    String(w, "dead_head", topic.ordering.dead_head == store::DeadHead::kSkip ? "skip" : "block");
+    w.EndObject();
+  }
+  if (topic.rate_limit.messages_per_s > 0 || topic.rate_limit.bytes_per_s > 0) {
+    Key(w, "rate_limit");
+    w.StartObject();
+    // Read as whole numbers, so printed as such.
+    Int(w, "messages_per_s", static_cast<std::int64_t>(topic.rate_limit.messages_per_s));
+    Int(w, "bytes_per_s", static_cast<std::int64_t>(topic.rate_limit.bytes_per_s));
+    w.EndObject();
+  }
+}
+
 void WriteTopic(Writer& w, const TopicOptions& topic) {
   w.StartObject();
   WriteEndpoint(w, topic.endpoint);
   Int(w, "workers", topic.workers);
   Int(w, "queue_capacity", topic.queue_capacity);
   Int(w, "queue_bytes", topic.queue_bytes);
+  WriteTopicExtras(w, topic);
   Key(w, "retry");
   w.StartObject();
   String(w, "strategy", store::BackoffName(topic.retry.backoff));

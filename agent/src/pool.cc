@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "util/thread_name.h"
+
 namespace outbox::agent {
 
 WorkerPool::WorkerPool(std::string name, int workers, Capacity capacity, int batch_max, Work work,
@@ -35,12 +37,20 @@ bool WorkerPool::HasRoomFor(std::int64_t bytes) const {
 
 std::size_t WorkerPool::QueueWhileRoom(std::vector<store::Claimed>& claimed) {
   std::size_t taken = 0;
+  std::int64_t taken_bytes = 0;
   while (!stopping_ && taken < claimed.size()) {
     const std::int64_t bytes = BytesOf(claimed[taken]);
     if (!HasRoomFor(bytes)) break;
     queued_bytes_ += bytes;
+    taken_bytes += bytes;
     queue_.push_back({std::move(claimed[taken]), 0});
     ++taken;
+  }
+  if (taken > 0) {
+    // Half the old estimate, half this group: follows a change of payload
+    // sizes within a claim or two.
+    const std::int64_t mean = taken_bytes / static_cast<std::int64_t>(taken);
+    row_bytes_ = row_bytes_ == 0 ? mean : (row_bytes_ + mean) / 2;
   }
   return taken;
 }
@@ -92,7 +102,13 @@ int WorkerPool::Load() const {
 int WorkerPool::FreeSlots() const {
   std::lock_guard lock(mutex_);
   if (stopping_ || (!queue_.empty() && queued_bytes_ >= capacity_bytes_)) return 0;
-  return static_cast<int>(capacity_ - std::min(capacity_, queue_.size()));
+  const auto rows = static_cast<std::int64_t>(capacity_ - std::min(capacity_, queue_.size()));
+  if (row_bytes_ <= 0) return static_cast<int>(rows);
+  // Rows of the size seen lately that fit the byte bound: claiming more would
+  // hold their payloads in memory only to give them back (each revert a
+  // write) when TrySubmitAll refuses them.
+  const std::int64_t by_bytes = std::max<std::int64_t>(1, (capacity_bytes_ - queued_bytes_) / row_bytes_);
+  return static_cast<int>(std::min(rows, by_bytes));
 }
 
 std::vector<store::Claimed> WorkerPool::StopIntake() {
@@ -121,6 +137,7 @@ void WorkerPool::Join() {
 }
 
 void WorkerPool::Loop(int index) {
+  util::NameThisThread("ob:" + name_);
   std::vector<store::Claimed> batch;
   bool run = false;
   for (;;) {

@@ -54,7 +54,8 @@ class WorkerPool {
   // Rows queued plus workers busy: 0 or 1 when at most one key is being
   // served.
   int Load() const;
-  // Rows that may be queued now: 0 while the byte bound is reached.
+  // Rows that may be queued now, by the row bound and by the byte bound at
+  // the size of the rows queued lately: 0 while the byte bound is reached.
   int FreeSlots() const;
 
   // Refuses further submissions and returns the queued leases nobody started.
@@ -94,6 +95,7 @@ class WorkerPool {
   std::condition_variable idle_;      // a worker finished
   std::deque<Queued> queue_;          // guarded by mutex_
   std::int64_t queued_bytes_ = 0;     // guarded by mutex_
+  std::int64_t row_bytes_ = 0;        // recent bytes per row (0: none seen); guarded by mutex_
   int running_ = 0;                   // guarded by mutex_
   bool stopping_ = false;             // guarded by mutex_
   std::vector<std::thread> threads_;  // joined by Join()

@@ -7,6 +7,7 @@
 
 #include "completion_tasks.h"
 #include "owner.h"
+#include "util/thread_name.h"
 
 namespace outbox::agent {
 
@@ -32,6 +33,7 @@ void Sweeper::Stop() {
 }
 
 void Sweeper::Loop(std::stop_token stop) {
+  util::NameThisThread("outbox-sweeper");
   auto next_full = std::chrono::steady_clock::now();
   auto last_error_log = std::chrono::steady_clock::time_point{};
   while (!stop.stop_requested()) {
@@ -77,6 +79,7 @@ void Sweeper::FullPass() {
   rt_.writer->Run([&](store::Store& s) {
     for (const auto& [route, topic] : served.topics) {
       s.MakeDueIfFarAhead(topic, now, route->options.retry.max_interval_ms);
+      s.ParkBehindDeadHeads(topic, now);
     }
   });
   ExpirePass(served, now);

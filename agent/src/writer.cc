@@ -7,6 +7,7 @@
 #include <chrono>
 
 #include "completion.h"
+#include "util/thread_name.h"
 
 namespace outbox::agent {
 Writer::Writer(const store::Options& options, std::shared_ptr<spdlog::logger> logger)
@@ -65,6 +66,7 @@ std::int64_t Writer::transactions() const {
 }
 
 void Writer::Loop(std::stop_token stop) {
+  util::NameThisThread("outbox-writer");
   for (;;) {
     std::deque<Item> batch;
     {

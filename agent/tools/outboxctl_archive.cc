@@ -81,6 +81,8 @@ int RunArchiveRestore(const Context& context, const std::string& path) {
         message.key = archived.key;
         message.payload = archived.payload;
         message.headers_json = archived.headers_json.value_or("");
+        message.schema_version = archived.schema_version;
+        message.ordering_key = archived.ordering_key;
         (operator_actions.Restore(message) ? restored : present) += 1;
       } catch (const std::invalid_argument& e) {
         ++refused;

@@ -218,7 +218,11 @@ int RunShow(const Context& context, const ShowArgs& args) {
             << "expires_at:       " << time_or_dash(row->expires_at) << '\n'
             << "acked_at:         " << time_or_dash(row->acked_at) << '\n'
             << "attempts:         " << row->attempts << '\n'
-            << "next_attempt_at:  " << util::FormatRfc3339(row->next_attempt_at) << '\n'
+            << "next_attempt_at:  " << util::FormatRfc3339(row->next_attempt_at)
+            << (row->status == store::Status::kPending && row->next_attempt_at == store::kParkedAt
+                    ? " (parked behind a dead head: due again once its key can go on)"
+                    : "")
+            << '\n'
             << "created_at:       " << util::FormatRfc3339(row->created_at) << '\n'
             << "updated_at:       " << util::FormatRfc3339(row->updated_at) << '\n'
             << "lease_owner:      " << row->lease_owner.value_or("-") << '\n'

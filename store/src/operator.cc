@@ -259,6 +259,10 @@ bool Operator::Restore(const NewMessage& message) {
     } else {
       q->bind(4, message.headers_json);
     }
+    for (const auto& [index, text] : {std::pair{5, &message.schema_version},
+                                      std::pair{6, &message.ordering_key}}) {
+      text->has_value() ? q->bind(index, **text) : q->bind(index);
+    }
     return q->exec() == 1;
   });
 }

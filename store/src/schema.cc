@@ -69,6 +69,7 @@ constexpr std::array<Step, kSchemaVersion> kMigrations = {
       MovePayloads(db, progress);
       db.exec(sql::kMigration5Triggers);
     },
+    [](SQLite::Database& db, const MigrationProgress&) { db.exec(sql::kMigration6); },
 };
 
 int ParseVersion(const SQLite::Column& column) {

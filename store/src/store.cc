@@ -239,10 +239,9 @@ struct Store::Impl {
   }
 };
 
-Store::Store(const Options& options) : impl_(std::make_unique<Impl>()) {
-  impl_->options = options;
-  const bool memory = IsMemoryPath(options.path);
-  const char* context = "open database";
+namespace {
+
+void CheckOpenOptions(const Options& options, bool memory) {
   if (!memory && !std::filesystem::exists(options.path) && !options.create) {
     throw NotAnOutboxError(options.path + ": no such file (create it with `outboxctl init`)",
                            SQLITE_CANTOPEN);
@@ -253,79 +252,101 @@ Store::Store(const Options& options) : impl_(std::make_unique<Impl>()) {
   if (options.busy_timeout_ms < 0) {
     throw std::invalid_argument("busy_timeout_ms: expected 0 or a positive integer");
   }
+}
+
+std::unique_ptr<SQLite::Database> OpenConnection(const Options& options, bool memory) {
+  int flags = options.read_only ? SQLite::OPEN_READONLY : SQLite::OPEN_READWRITE;
+  if (options.create) flags |= SQLite::OPEN_CREATE;
+  if (memory) flags |= SQLite::OPEN_MEMORY;
+  flags |= SQLITE_OPEN_NOMUTEX;  // one thread per connection by contract
+  return std::make_unique<SQLite::Database>(memory ? ":memory:" : options.path, flags,
+                                            options.busy_timeout_ms);
+}
+
+// Refuses what this build cannot open as it stands; says why in one line.
+void CheckSchemaVersion(const Options& options, int version) {
+  const std::string found = options.path + ": outbox schema version " + std::to_string(version);
+  if (version > kSchemaVersion) {
+    throw NotAnOutboxError(found + " is newer than this build supports (" +
+                               std::to_string(kSchemaVersion) + "); upgrade edge-outbox",
+                           0);
+  }
+  if (version == 0 && !options.create) {
+    throw NotAnOutboxError(
+        options.path + ": not an outbox database (no outbox schema; run `outboxctl init`)", 0);
+  }
+  if (version != kSchemaVersion && options.read_only) {
+    throw NotAnOutboxError(found + " needs a migration; open it read-write once", 0);
+  }
+}
+
+// Creates or migrates the schema: a backup copy first (unless turned off),
+// and progress on a terminal.
+internal::SchemaState Migrate(SQLite::Database& db, const Options& options, bool memory,
+                              int version) {
+  bool fresh = false;
+  {
+    SQLite::Statement pages(db, "PRAGMA page_count");
+    pages.executeStep();
+    fresh = pages.getColumn(0).getInt64() == 0;
+  }
+  if (version > 0 && !memory && options.backup_before_migration) {
+    internal::BackUpBeforeMigration(db, options.path, version);
+  }
+  internal::MigrationProgress progress;
+  if (options.migration_progress && !memory && ::isatty(STDERR_FILENO) == 1) {
+    progress = [path = options.path](std::int64_t done, std::int64_t total) {
+      PrintMigrationProgress(path, done, total);
+    };
+  }
+  return internal::EnsureSchema(db, fresh, progress);
+}
+
+void ApplyConnectionSettings(SQLite::Database& db, const Options& options) {
+  db.exec(SynchronousPragma(options.synchronous));
+  db.exec("PRAGMA cache_size = -" + std::to_string(std::max(64, options.cache_kib)));
+  // Bounds the -wal file after a checkpoint; the file is the application's
+  // disk too.
+  db.exec("PRAGMA journal_size_limit = 4194304");
+}
+
+// An error that does not name the file gets the file's name in front (a
+// damaged file, a full disk or a lock: the operator needs to know which
+// file); the caller rethrows one that does, as it is.
+template <typename Error>
+void ThrowNamingFileUnlessNamed(const Error& e, const std::string& path) {
+  const std::string what = e.what();
+  if (what.find(path) == std::string::npos) throw Error(path + ": " + what, e.sqlite_code());
+}
+
+}  // namespace
+
+Store::Store(const Options& options) : impl_(std::make_unique<Impl>()) {
+  impl_->options = options;
+  const bool memory = IsMemoryPath(options.path);
+  const char* context = "open database";
+  CheckOpenOptions(options, memory);
   try {
+    Wrap(context, [&] { impl_->db = OpenConnection(options, memory); });
     Wrap(context, [&] {
-      int flags = options.read_only ? SQLite::OPEN_READONLY : SQLite::OPEN_READWRITE;
-      if (options.create) flags |= SQLite::OPEN_CREATE;
-      if (memory) flags |= SQLite::OPEN_MEMORY;
-      flags |= SQLITE_OPEN_NOMUTEX;  // one thread per connection by contract
-      impl_->db = std::make_unique<SQLite::Database>(memory ? ":memory:" : options.path, flags,
-                                                     options.busy_timeout_ms);
-    });
-    Wrap(context, [&] {
+      SQLite::Database& db = *impl_->db;
       // Before any migration: moving payloads frees pages too.
-      impl_->db->exec(SecureDeletePragma(options.secure_delete));
-      internal::SchemaState state = internal::ReadSchema(*impl_->db);
-      const bool needs_change = state.version != kSchemaVersion;
-      if (state.version > kSchemaVersion) {
-        throw NotAnOutboxError(
-            options.path + ": outbox schema version " + std::to_string(state.version) +
-                " is newer than this build supports (" + std::to_string(kSchemaVersion) +
-                "); upgrade edge-outbox",
-            0);
-      }
-      if (state.version == 0 && !options.create) {
-        throw NotAnOutboxError(
-            options.path + ": not an outbox database (no outbox schema; run `outboxctl init`)",
-            0);
-      }
-      if (needs_change && options.read_only) {
-        throw NotAnOutboxError(options.path + ": outbox schema version " +
-                                   std::to_string(state.version) +
-                                   " needs a migration; open it read-write once",
-                               0);
-      }
-      if (needs_change) {
-        bool fresh = false;
-        {
-          SQLite::Statement pages(*impl_->db, "PRAGMA page_count");
-          pages.executeStep();
-          fresh = pages.getColumn(0).getInt64() == 0;
-        }
-        if (state.version > 0 && !memory && options.backup_before_migration) {
-          internal::BackUpBeforeMigration(*impl_->db, options.path, state.version);
-        }
-        internal::MigrationProgress progress;
-        if (options.migration_progress && !memory && ::isatty(STDERR_FILENO) == 1) {
-          progress = [path = options.path](std::int64_t done, std::int64_t total) {
-            PrintMigrationProgress(path, done, total);
-          };
-        }
-        state = internal::EnsureSchema(*impl_->db, fresh, progress);
+      db.exec(SecureDeletePragma(options.secure_delete));
+      internal::SchemaState state = internal::ReadSchema(db);
+      CheckSchemaVersion(options, state.version);
+      if (state.version != kSchemaVersion) {
+        state = Migrate(db, options, memory, state.version);
       } else if (!options.read_only) {
-        impl_->db->exec("PRAGMA journal_mode = WAL");
+        db.exec("PRAGMA journal_mode = WAL");
       }
       impl_->database_id = state.database_id;
-      impl_->db->exec(SynchronousPragma(options.synchronous));
-      impl_->db->exec("PRAGMA cache_size = -" + std::to_string(std::max(64, options.cache_kib)));
-      // Bounds the -wal file after a checkpoint; the file is the application's
-      // disk too.
-      impl_->db->exec("PRAGMA journal_size_limit = 4194304");
+      ApplyConnectionSettings(db, options);
     });
   } catch (const NotAnOutboxError& e) {
-    // Keep the error's text but make sure it names the file.
-    const std::string what = e.what();
-    if (what.find(options.path) == std::string::npos) {
-      throw NotAnOutboxError(options.path + ": " + what, e.sqlite_code());
-    }
+    ThrowNamingFileUnlessNamed(e, options.path);
     throw;
   } catch (const StoreError& e) {
-    // A damaged file ("database disk image is malformed"), a full disk or a
-    // lock: the operator needs to know which file.
-    const std::string what = e.what();
-    if (what.find(options.path) == std::string::npos) {
-      throw StoreError(options.path + ": " + what, e.sqlite_code());
-    }
+    ThrowNamingFileUnlessNamed(e, options.path);
     throw;
   }
 }
@@ -548,6 +569,15 @@ int Store::MakeDueIfFarAhead(std::string_view topic, std::int64_t now,
     q->bind(1, std::string(topic));
     q->bind(2, now);
     q->bind(3, now + std::max<std::int64_t>(max_interval_ms, 0));
+    return q->exec();
+  });
+}
+
+int Store::ParkBehindDeadHeads(std::string_view topic, std::int64_t now) {
+  return Wrap("park rows behind dead heads", [&] {
+    StatementUse q(impl_->Prepare(sql::kParkBehindDeadHeads));
+    q->bind(1, std::string(topic));
+    q->bind(2, now);
     return q->exec();
   });
 }

@@ -123,5 +123,25 @@ TEST(EffectiveConfigJson, ShowsDefaultsAndAdjustedValuesButNoSecret) {
   }
 }
 
+TEST(EffectiveConfigJson, ShowsEveryTopicAttributeThatWasSet) {
+  const Config config = ParseConfig(R"({"topics": {"o": {"url": "http://h/in",
+      "dataschema": "urn:s:{schema_version}", "compression": "gzip",
+      "url_by_schema_version": {"2": "http://h/v2?k=tok"}, "priority": 3,
+      "ttl_ms": 60000, "on_delivered": "UPDATE orders SET sent = 1 WHERE id = :key",
+      "ordering": {"by": "key", "dead_head": "skip"},
+      "rate_limit": {"messages_per_s": 50, "bytes_per_s": 100000}}}})");
+  const std::string json = EffectiveConfigJson(config);
+  for (const char* shown :
+       {R"("dataschema": "urn:s:{schema_version}")", R"("compression": "gzip")",
+        R"("compress_min_bytes": 1024)", R"("2": "http://h/v2?<redacted>")",
+        R"("priority": 3)", R"("ttl_ms": 60000)",
+        R"("on_delivered": "UPDATE orders SET sent = 1 WHERE id = :key")", R"("by": "key")",
+        R"("dead_head": "skip")", R"("messages_per_s": 50)", R"("bytes_per_s": 100000)"}) {
+    EXPECT_NE(json.find(shown), std::string::npos) << shown << " not in\n" << json;
+  }
+  EXPECT_EQ(json.find("tok"), std::string::npos) << json;
+  EXPECT_EQ(json.find("on_dead"), std::string::npos) << "an absent hook is not printed";
+}
+
 }  // namespace
 }  // namespace outbox::agent

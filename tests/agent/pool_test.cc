@@ -83,7 +83,9 @@ TEST(WorkerPool, BoundsTheQueueInBytesAndTakesAnOversizedRowAlone) {
   more.push_back(Sized(4, 1));
   // 2 fits; 3 would make 12 bytes; 4 stays behind 3 (order is kept).
   EXPECT_EQ(IdsOf(pool.TrySubmitAll(std::move(more))), (std::vector<std::int64_t>{3, 4}));
-  EXPECT_EQ(pool.FreeSlots(), 9);
+  // 9 rows by the row bound, but the 4 bytes left hold one row of the size
+  // seen lately (about 5 bytes), and at least one is always offered.
+  EXPECT_EQ(pool.FreeSlots(), 1);
   more.clear();
   more.push_back(Sized(5, 4));
   EXPECT_TRUE(pool.TrySubmitAll(std::move(more)).empty());  // 10 bytes: full
@@ -96,6 +98,22 @@ TEST(WorkerPool, BoundsTheQueueInBytesAndTakesAnOversizedRowAlone) {
   EXPECT_TRUE(pool.TrySubmitAll(std::move(more)).empty());
   ASSERT_TRUE(pool.WaitIdle(std::chrono::steady_clock::now() + 10s));
   EXPECT_EQ(work.batches().size(), 4u);
+}
+
+TEST(WorkerPool, OffersOnlyTheRowsOfRecentSizeThatFitTheByteBound) {
+  GatedWork work;
+  WorkerPool pool("t", 1, {100, 1000}, 1, work.Fn(), nullptr);
+  EXPECT_EQ(pool.FreeSlots(), 100);  // no size seen yet: the row bound
+  EXPECT_TRUE(pool.TrySubmitAll({Sized(1, 100)}).empty());
+  work.WaitStarted();
+  std::vector<store::Claimed> more;
+  for (std::int64_t id = 2; id <= 4; ++id) more.push_back(Sized(id, 100));
+  EXPECT_TRUE(pool.TrySubmitAll(std::move(more)).empty());
+  // 300 bytes queued: 700 left hold 7 rows of 100 bytes, not 97.
+  EXPECT_EQ(pool.FreeSlots(), 7);
+  work.Release();
+  ASSERT_TRUE(pool.WaitIdle(std::chrono::steady_clock::now() + 10s));
+  EXPECT_EQ(pool.FreeSlots(), 10);
 }
 
 TEST(WorkerPool, RefusesWhatDoesNotFitAndReturnsItInOrder) {

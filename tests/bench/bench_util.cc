@@ -103,13 +103,15 @@ std::string FormatBytes(double bytes) {
   return text;
 }
 
-std::string Payload256(std::int64_t n) {
+std::string Payload256(std::int64_t n) { return PayloadOfSize(n, 256); }
+
+std::string PayloadOfSize(std::int64_t n, std::size_t bytes) {
   char head[96];
   std::snprintf(head, sizeof head,
                 R"({"order_id":"A-%08lld","customer":"c-77","total_cents":4599,"pad":")",
                 static_cast<long long>(n));
   std::string payload = head;
-  payload.append(256 - payload.size() - 2, 'x');
+  payload.append(std::max(bytes, payload.size() + 2) - payload.size() - 2, 'x');
   payload += "\"}";
   return payload;
 }
@@ -169,14 +171,14 @@ void CreateDatabase(const std::string& path) {
 }
 
 void InsertPending(RawDb& db, const std::string& topic, const std::string& key_prefix,
-                   std::int64_t n, std::int64_t per_transaction) {
+                   std::int64_t n, std::int64_t per_transaction, std::size_t payload_bytes) {
   Statement insert = db.Prepare("INSERT INTO outbox(topic, msg_key, payload) VALUES(?1, ?2, ?3)");
   for (std::int64_t done = 0; done < n;) {
     db.Exec("BEGIN IMMEDIATE");
     const std::int64_t end = std::min(n, done + per_transaction);
     for (; done < end; ++done) {
       const std::string key = key_prefix + std::to_string(done);
-      const std::string payload = Payload256(done);
+      const std::string payload = PayloadOfSize(done, payload_bytes);
       sqlite3_bind_text(insert.get(), 1, topic.c_str(), -1, SQLITE_STATIC);
       sqlite3_bind_text(insert.get(), 2, key.c_str(), -1, SQLITE_STATIC);
       sqlite3_bind_blob(insert.get(), 3, payload.data(), static_cast<int>(payload.size()),

@@ -58,6 +58,7 @@ struct Settings {
   std::string outboxd;  // path of outboxd ("" = not available)
   std::string relay;    // path of naive_relay
   std::string only;     // run only the cases whose title contains this (profiling)
+  std::size_t payload = 16 * 1024;  // bytes per message of figure 6's large-payload delivery
 
   bool Wanted(const std::string& title) const {
     return only.empty() || title.find(only) != std::string::npos;
@@ -81,6 +82,8 @@ std::string FormatBytes(double bytes);
 
 // A JSON object of exactly 256 bytes, different for each n.
 std::string Payload256(std::int64_t n);
+// The same JSON padded to `bytes` (at least its fixed part).
+std::string PayloadOfSize(std::int64_t n, std::size_t bytes);
 
 // --- raw SQLite, for the baselines (the "plain C program" side) -------------
 
@@ -117,7 +120,8 @@ void CreateDatabase(const std::string& path);
 // row) in transactions of up to `per_transaction` rows, keys "<prefix><i>",
 // 256-byte payloads.
 void InsertPending(RawDb& db, const std::string& topic, const std::string& key_prefix,
-                   std::int64_t n, std::int64_t per_transaction = 50'000);
+                   std::int64_t n, std::int64_t per_transaction = 50'000,
+                   std::size_t payload_bytes = 256);
 
 // The bare statements a plain C program would use for a store cycle (figure
 // 2's baseline, also figure 3's batch target): prepared BEGIN IMMEDIATE /

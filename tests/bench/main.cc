@@ -1,7 +1,7 @@
 // outbox_bench: the hot paths against their physical limits (issue #9).
 //
 //   outbox_bench FIGURE... [--reps N] [--scale X] [--dir DIR]
-//                [--outboxd PATH] [--relay PATH] [--only TEXT]
+//                [--outboxd PATH] [--relay PATH] [--only TEXT] [--payload BYTES]
 //
 // FIGURE is enqueue (1), store (2), delivery (3), latency (4a), scale (5),
 // sidecar (4b and 6), ordering (8) or all. Prints details on stderr and one "@row" line per
@@ -38,6 +38,8 @@ int main(int argc, char** argv) {
       settings.outboxd = value();
     } else if (arg == "--only") {
       settings.only = value();
+    } else if (arg == "--payload") {
+      settings.payload = static_cast<std::size_t>(std::atoll(value().c_str()));
     } else if (arg == "--relay") {
       settings.relay = value();
     } else {
@@ -47,10 +49,11 @@ int main(int argc, char** argv) {
   const std::map<std::string, void (*)(const Settings&)> runs = {
       {"enqueue", RunEnqueue}, {"store", RunStore},   {"delivery", RunDelivery},
       {"latency", RunLatency}, {"scale", RunScale},   {"sidecar", RunSidecar}, {"ordering", RunOrdering}};
-  if (figures.empty() || settings.reps < 1 || settings.scale <= 0) {
+  if (figures.empty() || settings.reps < 1 || settings.scale <= 0 || settings.payload < 64) {
     std::fprintf(stderr,
                  "usage: outbox_bench enqueue|store|delivery|latency|scale|sidecar|ordering|all... "
-                 "[--reps N] [--scale X] [--dir DIR] [--outboxd PATH] [--relay PATH]\n");
+                 "[--reps N] [--scale X] [--dir DIR] [--outboxd PATH] [--relay PATH] "
+                 "[--only TEXT] [--payload BYTES]\n");
     return 2;
   }
   if (figures.size() == 1 && figures[0] == "all") {

@@ -52,7 +52,7 @@ void RawHandle::Set(const RawRequest& request) {
 void RawHandle::Check(CURLcode code) const {
   long status = 0;
   curl_easy_getinfo(easy_, CURLINFO_RESPONSE_CODE, &status);
-  if (code != CURLE_OK || status != 200) {
+  if (code != CURLE_OK || status < 200 || status > 299) {
     throw std::runtime_error(std::string("raw libcurl request failed: ") +
                              curl_easy_strerror(code) + ", HTTP " + std::to_string(status));
   }

@@ -40,7 +40,7 @@ class RawHandle {
   RawHandle& operator=(const RawHandle&) = delete;
   CURL* easy() const { return easy_; }
   void Set(const RawRequest& request);
-  // Throws unless the transfer ended with HTTP 200.
+  // Throws unless the transfer ended with a 2xx answer (nginx's sink says 204).
   void Check(CURLcode code) const;
   void Post(const RawRequest& request);
 

@@ -10,7 +10,6 @@ import os
 import shutil
 import subprocess
 import sys
-import unittest
 import urllib.request
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -85,17 +84,5 @@ class MetricsFormatsTest(OutboxdTestCase):
         self.assertTrue(content_type.startswith("text/plain; version=0.0.4"))
 
 
-def main():
-    import argparse
-
-    parser = argparse.ArgumentParser(add_help=False)
-    parser.add_argument("--outboxd", required=True)
-    parser.add_argument("--outboxctl", required=True)
-    args, rest = parser.parse_known_args()
-    outboxd_test.OUTBOXD = os.path.abspath(args.outboxd)
-    outboxd_test.OUTBOXCTL = os.path.abspath(args.outboxctl)
-    unittest.main(argv=[sys.argv[0], *rest], verbosity=2)
-
-
 if __name__ == "__main__":
-    main()
+    outboxd_test.main()  # runs this file's tests with outboxd_test's flags

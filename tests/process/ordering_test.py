@@ -11,7 +11,6 @@ Python 3 standard library only; the helpers are outboxd_test.py's.
 import os
 import sqlite3
 import sys
-import unittest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import outboxd_test  # noqa: E402  (the process-test helpers)
@@ -102,16 +101,5 @@ class OrderingTest(OutboxdTestCase):
         self.assertIn(b"by key, dead_head skip", listed.stdout)
 
 
-def main():
-    import argparse
-    parser = argparse.ArgumentParser(add_help=False)
-    parser.add_argument("--outboxd", required=True)
-    parser.add_argument("--outboxctl", required=True)
-    args, rest = parser.parse_known_args()
-    outboxd_test.OUTBOXD = os.path.abspath(args.outboxd)
-    outboxd_test.OUTBOXCTL = os.path.abspath(args.outboxctl)
-    unittest.main(argv=[sys.argv[0], *rest], verbosity=2)
-
-
 if __name__ == "__main__":
-    main()
+    outboxd_test.main()  # runs this file's tests with outboxd_test's flags

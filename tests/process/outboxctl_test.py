@@ -203,16 +203,20 @@ class ArchiveRestoreTest(OutboxdTestCase):
         try:
             return sorted(conn.execute(
                 "SELECT CAST(topic AS BLOB), CAST(msg_key AS BLOB), CAST(payload AS BLOB),"
-                " CAST(headers AS BLOB) FROM outbox_message").fetchall())
+                " CAST(headers AS BLOB), schema_version, CAST(ordering_key AS BLOB)"
+                " FROM outbox_message").fetchall())
         finally:
             conn.close()
 
     def test_hostile_rows_archive_as_valid_utf8_and_restore_byte_identical(self):
         self.assertEqual(self.outboxctl("init").returncode, 0)
         for topic, key, payload, headers in self.HOSTILE:
-            self.sql("INSERT INTO outbox(topic, msg_key, payload, headers)"
-                     " VALUES(CAST(? AS TEXT), CAST(? AS TEXT), ?, CAST(? AS TEXT))",
-                     (topic, key, payload, headers))
+            # The attributes that shape a resend come back too (the ordering
+            # key as raw as the message key).
+            self.sql("INSERT INTO outbox(topic, msg_key, payload, headers, schema_version,"
+                     " ordering_key) VALUES(CAST(? AS TEXT), CAST(? AS TEXT), ?,"
+                     " CAST(? AS TEXT), '2', CAST(? AS TEXT))",
+                     (topic, key, payload, headers, key))
         original = self.rows(self.db)
         archive = os.path.join(self.dir, "archive.jsonl")
         receiver = self.receiver()

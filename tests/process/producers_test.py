@@ -254,17 +254,5 @@ class DocsTest(unittest.TestCase):
                               f"docs/producers-languages.md does not quote packaging/producers/{path}")
 
 
-def main():
-    import argparse
-
-    parser = argparse.ArgumentParser(add_help=False)
-    parser.add_argument("--outboxd", required=True)
-    parser.add_argument("--outboxctl", required=True)
-    args, rest = parser.parse_known_args()
-    outboxd_test.OUTBOXD = os.path.abspath(args.outboxd)
-    outboxd_test.OUTBOXCTL = os.path.abspath(args.outboxctl)
-    unittest.main(argv=[sys.argv[0], *rest], verbosity=2)
-
-
 if __name__ == "__main__":
-    main()
+    outboxd_test.main()  # runs this file's tests with outboxd_test's flags

@@ -187,6 +187,94 @@ TEST(Migration, EveryOlderVersionMigrates) {
   }
 }
 
+std::string IndexSql(SQLite::Database& db, const char* name) {
+  SQLite::Statement q(db, "SELECT sql FROM sqlite_schema WHERE name = ?");
+  q.bind(1, name);
+  return q.executeStep() ? q.getColumn(0).getString() : "";
+}
+
+int Count(SQLite::Database& db, const std::string& query) {
+  SQLite::Statement q(db, query);
+  EXPECT_TRUE(q.executeStep()) << query;
+  return q.getColumn(0).getInt();
+}
+
+// A schema 5 file with keyed rows in every state, and one delivered row
+// without a key.
+std::string MakeSchema5WithKeyedRows(const TempDir& dir) {
+  const std::string path = dir.File("app.db");
+  testing::MakeFileAtVersion(path, 5);
+  SQLite::Database app(path, SQLite::OPEN_READWRITE);
+  app.exec(
+      "INSERT INTO outbox(id, topic, msg_key, payload, ordering_key, status, updated_at) VALUES"
+      " (1, 't', 'a1', 'x', 'a', 1, 11), (2, 't', 'a2', 'x', 'a', 0, 12),"
+      " (3, 't', 'b1', 'x', 'b', 3, 13), (4, 't', 'c1', 'x', 'c', 2, 14),"
+      " (5, 't', 'n1', 'x', NULL, 1, 15)");
+  return path;
+}
+
+// Migration 6: outbox_ordering names delivered_at instead of status, and
+// keyed rows delivered before it leave the index.
+TEST(Migration, Schema6TakesDeliveredKeyedRowsOutOfTheOrderingIndex) {
+  TempDir dir;
+  const std::string path = MakeSchema5WithKeyedRows(dir);
+  Options options;
+  options.path = path;
+  Store store(options);
+  EXPECT_EQ(SchemaVersionOf(path), 6);
+  SQLite::Database& db = store.connection();
+  EXPECT_NE(IndexSql(db, "outbox_ordering").find("delivered_at IS NULL"), std::string::npos);
+  EXPECT_EQ(IndexSql(db, "outbox_ordering").find("status"), std::string::npos);
+  EXPECT_EQ(Count(db, "SELECT count(*) FROM outbox WHERE delivered_at = 11 AND id = 1"), 1);
+  EXPECT_EQ(Count(db, "SELECT count(*) FROM outbox WHERE delivered_at IS NOT NULL"), 1);
+  EXPECT_EQ(Count(db, "SELECT count(*) FROM outbox INDEXED BY outbox_ordering"
+                      " WHERE ordering_key IS NOT NULL AND delivered_at IS NULL"),
+            3);
+  EXPECT_EQ(Count(db, "SELECT count(*) FROM outbox_message WHERE delivered_at = 11"), 1);
+  // The rule holds on the migrated rows: a2 may go (a1 delivered), and the
+  // in-flight b1 still holds key b.
+  store.AgreeOrdering("t", {true, DeadHead::kBlock}, 20);
+  db.exec("INSERT INTO outbox(topic, msg_key, payload, ordering_key) VALUES('t', 'b2', 'x', 'b')");
+  const auto claimed = store.ClaimDue("t", "me", 1'000'000'000'000'000, 1'000'000'000'000'000, 10);
+  ASSERT_EQ(claimed.size(), 1u);
+  EXPECT_EQ(claimed[0].lease.id, 2);
+}
+
+// A migration 6 that stops halfway (its trigger step fails after the column,
+// the rows and the index were changed; a kill ends the transaction the same
+// way) leaves the file at schema 5 as it was; the next open does it all.
+TEST(Migration, AStoppedMigration6IsUndoneAndTheNextOpenFinishesIt) {
+  TempDir dir;
+  const std::string path = MakeSchema5WithKeyedRows(dir);
+  const char* count_update =
+      "CREATE TRIGGER outbox_count_update AFTER UPDATE OF status ON outbox"
+      "  WHEN (OLD.status = 1) <> (NEW.status = 1)"
+      " BEGIN"
+      "  UPDATE outbox_counters SET value = value + (CASE WHEN NEW.status = 1 THEN -1 ELSE 1 END)"
+      "   WHERE name = 'undelivered';"
+      " END";
+  {
+    SQLite::Database app(path, SQLite::OPEN_READWRITE);
+    app.exec("DROP TRIGGER outbox_count_update");  // the migration's DROP TRIGGER fails
+  }
+  Options options;
+  options.path = path;
+  options.backup_before_migration = false;
+  EXPECT_THROW(Store store(options), StoreError);
+  EXPECT_EQ(SchemaVersionOf(path), 5);
+  {
+    SQLite::Database app(path, SQLite::OPEN_READWRITE);
+    EXPECT_EQ(Count(app, "SELECT count(*) FROM pragma_table_info('outbox')"
+                         " WHERE name = 'delivered_at'"),
+              0);
+    EXPECT_NE(IndexSql(app, "outbox_ordering").find("status <> 1"), std::string::npos);
+    app.exec(count_update);
+  }
+  Store store(options);
+  EXPECT_EQ(SchemaVersionOf(path), 6);
+  EXPECT_EQ(Count(store.connection(), "SELECT count(*) FROM outbox WHERE delivered_at = 11"), 1);
+}
+
 // What an older binary says when it meets this file: one line naming the
 // file and the way out (the check it runs is this build's own check, with
 // the version one higher).

@@ -282,6 +282,171 @@ TEST_F(OrderingTest, TheFirstRecordedModeWinsAndIsReadBack) {
   EXPECT_EQ(Describe({}), "none");
 }
 
+// Schema 6 keeps delivered rows out of outbox_ordering through delivered_at:
+// set by the statements that deliver, cleared when a row leaves delivered
+// (by the store or by plain SQL; the trigger outbox_count_update sees both).
+std::optional<std::int64_t> DeliveredAt(Store& store, std::int64_t id) {
+  SQLite::Statement q(store.connection(), "SELECT delivered_at FROM outbox WHERE id = ?");
+  q.bind(1, id);
+  EXPECT_TRUE(q.executeStep()) << id;
+  if (q.getColumn(0).isNull()) return std::nullopt;
+  return q.getColumn(0).getInt64();
+}
+
+TEST_F(OrderingTest, DeliveredAtIsSetOnDeliveryAndClearedWhenTheRowComesBack) {
+  const auto a1 = Insert("t", "a");
+  const auto a2 = Insert("t", "a");
+  EXPECT_FALSE(DeliveredAt(store_, a1));
+  const Lease lease = Claim(a1);
+  EXPECT_FALSE(DeliveredAt(store_, a1));  // in flight is not delivered
+  ASSERT_TRUE(store_.Complete(lease, kNow + 5));
+  EXPECT_EQ(DeliveredAt(store_, a1), kNow + 5);
+  // Plain SQL, both ways, as another application might write it.
+  store_.connection().exec("UPDATE outbox SET status = 0 WHERE id = " + std::to_string(a1));
+  EXPECT_FALSE(DeliveredAt(store_, a1));
+  EXPECT_FALSE(store_.ClaimById(a2, "me", kNow + kLease, kNow));  // a1 holds the key again
+  store_.connection().exec("UPDATE outbox SET status = 1, updated_at = 7 WHERE id = " +
+                           std::to_string(a1));
+  EXPECT_EQ(DeliveredAt(store_, a1), 7);
+  EXPECT_EQ(ClaimIds("t"), (std::vector<std::int64_t>{a2}));
+}
+
+// A reconcile that requeues a delivered row puts it back in front of its
+// key: later rows not yet sent wait for it (docs/ordering.md, "What can
+// reorder": only rows that already arrived go before it).
+TEST_F(OrderingTest, ARequeuedRowHoldsItsKeyAgain) {
+  const auto a1 = Insert("t", "a");
+  const auto a2 = Insert("t", "a");
+  ASSERT_TRUE(store_.Complete(Claim(a1), kNow));
+  Operator op(store_);
+  const std::int64_t ids[] = {a1};
+  ASSERT_EQ(op.Requeue(ids, {"test", "host"}, "requeue", kNow), 1);
+  EXPECT_FALSE(DeliveredAt(store_, a1));
+  EXPECT_EQ(ClaimIds("t"), (std::vector<std::int64_t>{a1}));
+  EXPECT_EQ(store_.WaitsFor(a2)->id, a1);
+}
+
+// Marking a pending head delivered by hand lets the next row of its key go.
+TEST_F(OrderingTest, AnOperatorMarkingTheHeadDeliveredLetsTheKeyGoOn) {
+  const auto a1 = Insert("t", "a");
+  const auto a2 = Insert("t", "a");
+  const std::int64_t ids[] = {a1};
+  ASSERT_EQ(Operator(store_).MarkDeliveredIds(ids, {"test", "host"}, "applied", kNow + 3), 1);
+  EXPECT_EQ(DeliveredAt(store_, a1), kNow + 3);
+  EXPECT_EQ(ClaimIds("t"), (std::vector<std::int64_t>{a2}));
+}
+
+// Parking (docs/ordering.md, "Dead heads"): the due rows behind a dead head
+// under "block" leave the claim's due range until the key can go on.
+std::int64_t NextAttemptAt(Store& store, std::int64_t id) {
+  SQLite::Statement q(store.connection(), "SELECT next_attempt_at FROM outbox WHERE id = ?");
+  q.bind(1, id);
+  EXPECT_TRUE(q.executeStep()) << id;
+  return q.getColumn(0).getInt64();
+}
+
+int DueRows(Store& store, const std::string& topic, std::int64_t now) {
+  SQLite::Statement q(store.connection(),
+                      "SELECT count(*) FROM outbox WHERE status = 0 AND topic = ?"
+                      " AND next_attempt_at <= ?");
+  q.bind(1, topic);
+  q.bind(2, now);
+  EXPECT_TRUE(q.executeStep());
+  return q.getColumn(0).getInt();
+}
+
+class ParkingTest : public OrderingTest {
+ protected:
+  // a1 dead (permanent) with a2, a3 behind it; b1 free.
+  void SetUp() override {
+    a1_ = Insert("t", "a");
+    a2_ = Insert("t", "a");
+    a3_ = Insert("t", "a");
+    b1_ = Insert("t", "b");
+    Dead(a1_, "permanent");
+  }
+  std::int64_t a1_ = 0, a2_ = 0, a3_ = 0, b1_ = 0;
+};
+
+TEST_F(ParkingTest, RowsBehindADeadHeadLeaveTheDueRange) {
+  EXPECT_EQ(DueRows(store_, "t", kNow), 3);
+  EXPECT_EQ(store_.ParkBehindDeadHeads("t", kNow + 1), 2);
+  EXPECT_EQ(NextAttemptAt(store_, a2_), kParkedAt);
+  EXPECT_EQ(NextAttemptAt(store_, a3_), kParkedAt);
+  EXPECT_EQ(DueRows(store_, "t", kNow + 1), 1);
+  EXPECT_EQ(ClaimIds("t"), (std::vector<std::int64_t>{b1_}));
+  // Still blocked, still shown as such.
+  EXPECT_EQ(store_.WaitsFor(a3_)->id, a1_);
+  EXPECT_EQ(store_.BlockedKeyCount(kNow), 1);
+  // A second pass finds nothing new; a row added later is parked by the next.
+  EXPECT_EQ(store_.ParkBehindDeadHeads("t", kNow + 2), 0);
+  const auto a4 = Insert("t", "a");
+  EXPECT_EQ(store_.ParkBehindDeadHeads("t", kNow + 3), 1);
+  EXPECT_EQ(NextAttemptAt(store_, a4), kParkedAt);
+  // The wall clock's far-ahead fix leaves parked rows alone.
+  EXPECT_EQ(store_.MakeDueIfFarAhead("t", kNow, 60'000), 0);
+}
+
+TEST_F(ParkingTest, RetryingTheDeadHeadGivesTheParkedRowsTheirPlaceBack) {
+  ASSERT_EQ(store_.ParkBehindDeadHeads("t", kNow), 2);
+  ASSERT_EQ(store_.RetryDead({a1_, std::nullopt, false}, "test", kNow), 1);
+  EXPECT_EQ(NextAttemptAt(store_, a2_), kNow);  // due since it was parked
+  EXPECT_EQ(NextAttemptAt(store_, a3_), kNow);
+  EXPECT_EQ(ClaimIds("t"), (std::vector<std::int64_t>{a1_, b1_}));
+  // The key goes on in order: the retried head first, then a2 behind it.
+  const auto next = store_.ClaimNextOfKey("t", "a", "me", kNow + kLease, kNow);
+  EXPECT_FALSE(next);
+}
+
+TEST_F(ParkingTest, PurgingCancellingOrDeliveringTheDeadHeadUnparks) {
+  ASSERT_EQ(store_.ParkBehindDeadHeads("t", kNow), 2);
+  ASSERT_EQ(store_.PurgeDead({a1_, std::nullopt, false}, 10), 1);
+  EXPECT_EQ(ClaimIds("t"), (std::vector<std::int64_t>{a2_, b1_}));
+
+  const auto c1 = Insert("t", "c");
+  const auto c2 = Insert("t", "c");
+  Dead(c1, "attempts");
+  ASSERT_EQ(store_.ParkBehindDeadHeads("t", kNow), 1);
+  RowSelector selector;
+  selector.id = c1;
+  ASSERT_EQ(Operator(store_).Cancel(selector, {"test", "host"}, kNow + 2), 1);
+  EXPECT_EQ(ClaimIds("t"), (std::vector<std::int64_t>{c2}));
+
+  const auto d1 = Insert("t", "d");
+  const auto d2 = Insert("t", "d");
+  Dead(d1, "hook");
+  ASSERT_EQ(store_.ParkBehindDeadHeads("t", kNow), 1);
+  // Plain SQL, as an application's own repair might do it.
+  store_.connection().exec("UPDATE outbox SET status = 1 WHERE id = " + std::to_string(d1));
+  EXPECT_EQ(ClaimIds("t"), (std::vector<std::int64_t>{d2}));
+}
+
+TEST_F(ParkingTest, ForgettingTheTopicsOrderingUnparks) {
+  ASSERT_EQ(store_.ParkBehindDeadHeads("t", kNow + 1), 2);
+  ASSERT_TRUE(store_.ForgetOrdering("t"));
+  EXPECT_EQ(DueRows(store_, "t", kNow + 1), 3);
+}
+
+TEST_F(ParkingTest, OnlyRowsThatCannotGoAndWereNeverTriedAreParked) {
+  // Skip mode, an expired or cancelled head: the rows behind may go.
+  Order("s", DeadHead::kSkip);
+  const auto s1 = Insert("s", "a");
+  Insert("s", "a");
+  Dead(s1, "permanent");
+  EXPECT_EQ(store_.ParkBehindDeadHeads("s", kNow), 0);
+  const auto e1 = Insert("t", "e");
+  Insert("t", "e");
+  Dead(e1, "expired");
+  // A row that was tried keeps its own schedule; a quarantined one its own
+  // claim; a row not yet due is left until it is.
+  store_.connection().exec("UPDATE outbox SET attempts = 1 WHERE id = " + std::to_string(a2_));
+  store_.connection().exec("UPDATE outbox SET quarantined = 1 WHERE id = " +
+                           std::to_string(a3_));
+  const auto later = Insert("t", "a", kNow + 60'000);
+  EXPECT_EQ(store_.ParkBehindDeadHeads("t", kNow), 0);
+  EXPECT_EQ(NextAttemptAt(store_, later), kNow + 60'000);
+}
+
 // Two connections on one file, as two agents: whatever interleaving of
 // claims and completions, a key never has two rows in flight and each key's
 // rows are claimed in id order.

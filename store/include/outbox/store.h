@@ -41,11 +41,14 @@ class RawTransaction;  // the store's transaction guard (internal)
 }
 
 // Bump with every migration in store/src/schema.cc.
-inline constexpr int kSchemaVersion = 5;
+inline constexpr int kSchemaVersion = 6;
 // Keys longer than this are rejected (they end up in HTTP headers and logs).
 inline constexpr std::size_t kMaxKeyBytes = 255;
 // A message's schema_version is at most this long.
 inline constexpr std::size_t kMaxSchemaVersionBytes = 64;
+// next_attempt_at of a row parked behind a dead head (Store::
+// ParkBehindDeadHeads): 9999-12-31T23:59:59.999Z.
+inline constexpr std::int64_t kParkedAt = 253'402'300'799'999;
 // A message is scheduled at most this far ahead (366 days, in ms).
 inline constexpr std::int64_t kMaxScheduleAheadMs = 31'622'400'000;
 
@@ -548,6 +551,14 @@ class Store {
   // scheduled.
   int MakeDueIfFarAhead(std::string_view topic, std::int64_t now,
                         std::int64_t max_interval_ms);
+  // Parks the due pending rows of `topic` that wait behind a dead message
+  // blocking their ordering key (dead_head "block"): their next_attempt_at
+  // becomes kParkedAt, so that claim passes no longer walk them. Retrying,
+  // purging, cancelling or marking that dead message delivered, or
+  // forgetting the topic's ordering, makes them due again at once (triggers,
+  // whoever does it). Costs the dead messages that block plus the rows added
+  // behind them since the last call. Returns how many rows it parked.
+  int ParkBehindDeadHeads(std::string_view topic, std::int64_t now);
 
   // in flight → delivered.
   bool Complete(const Lease& lease, std::int64_t now);
