@@ -53,7 +53,9 @@ struct Agent::Impl {
       r->pool = std::make_unique<WorkerPool>(
           name, r->options.workers,
           WorkerPool::Capacity{r->options.queue_capacity, r->options.queue_bytes}, batch_max,
-          [this, r](int index, std::vector<store::Claimed>& batch) { worker.Work(*r, index, batch); },
+          [this, r](int index, std::vector<store::Claimed>& batch, bool run) {
+            worker.Work(*r, index, batch, run);
+          },
           [this, r] {
             if (r->backlog.exchange(false)) rt.wakeup.Notify();
           });

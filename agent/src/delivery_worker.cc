@@ -2,12 +2,12 @@
 
 #include <spdlog/logger.h>
 
+#include <algorithm>
+
 #include "completion_tasks.h"
 
 namespace outbox::agent {
-namespace {
-
-HandlerResult SafeHandle(Route& route, std::span<const Delivery> deliveries) {
+HandlerResult DeliveryWorker::SafeHandle(Route& route, std::span<const Delivery> deliveries) {
   Handler& handler = *route.handler;
   try {
     return route.options.endpoint.batch.max_messages > 1 ? handler.HandleBatch(deliveries)
@@ -20,7 +20,7 @@ HandlerResult SafeHandle(Route& route, std::span<const Delivery> deliveries) {
   }
 }
 
-bool SafeAlreadyDone(Handler& handler, const Delivery& delivery) {
+bool DeliveryWorker::SafeAlreadyDone(Handler& handler, const Delivery& delivery) {
   try {
     return handler.AlreadyDone(delivery);
   } catch (...) {
@@ -28,9 +28,12 @@ bool SafeAlreadyDone(Handler& handler, const Delivery& delivery) {
   }
 }
 
-}  // namespace
-
-void DeliveryWorker::Work(Route& route, int /*index*/, std::vector<store::Claimed>& batch) {
+void DeliveryWorker::Work(Route& route, int /*index*/, std::vector<store::Claimed>& batch,
+                          bool run) {
+  if (run || StartsRun(route, batch)) {
+    WorkRun(route, batch);
+    return;
+  }
   std::vector<Loaded> loaded;
   try {
     loaded.reserve(batch.size());
@@ -79,22 +82,24 @@ void DeliveryWorker::Work(Route& route, int /*index*/, std::vector<store::Claime
   rt_.NoteSent(static_cast<std::int64_t>(batch.size()));
 }
 
+Delivery DeliveryWorker::ToDelivery(const Loaded& item) {
+  Delivery d;
+  d.id = item.row.id;
+  d.topic = item.row.topic;
+  d.key = item.row.key;
+  d.message_id = item.message_id;
+  d.payload = item.row.payload;
+  d.headers = &item.headers;
+  d.attempt = AttemptsPlus(item.row.attempts, 1);
+  d.created_at_ms = item.row.created_at;
+  if (item.row.schema_version) d.schema_version = *item.row.schema_version;
+  return d;
+}
+
 void DeliveryWorker::Send(Route& route, std::span<Loaded> items) {
   std::vector<Delivery> deliveries;
   deliveries.reserve(items.size());
-  for (const Loaded& item : items) {
-    Delivery d;
-    d.id = item.row.id;
-    d.topic = item.row.topic;
-    d.key = item.row.key;
-    d.message_id = item.message_id;
-    d.payload = item.row.payload;
-    d.headers = &item.headers;
-    d.attempt = AttemptsPlus(item.row.attempts, 1);
-    d.created_at_ms = item.row.created_at;
-    if (item.row.schema_version) d.schema_version = *item.row.schema_version;
-    deliveries.push_back(d);
-  }
+  for (const Loaded& item : items) deliveries.push_back(ToDelivery(item));
   if (items.size() == 1 && SafeAlreadyDone(*route.handler, deliveries.front())) {
     FinishDelivered(route, items, nullptr);
     return;
@@ -290,35 +295,38 @@ void DeliveryWorker::FinishExpired(Route& route, const Loaded& item) {
 }
 
 void DeliveryWorker::SubmitOutcome(Route& route, const Loaded& item, Writer::Task task) {
-  if (dispatcher_ == nullptr || !route.options.ordering.by_key || !item.row.ordering_key) {
+  if (dispatcher_ == nullptr || !route.options.ordering.by_key || !item.row.ordering_key ||
+      !item.claim_next) {
     rt_.writer->Submit(std::move(task));
     return;
   }
-  auto next = std::make_shared<std::optional<store::Claimed>>();
+  auto next = std::make_shared<std::vector<store::Claimed>>();
   // As the eager path: nothing new while stopping, and rows taken back from
   // a crashed agent go one at a time (the sweeper's probation).
   auto claim_next = [this, next, topic = item.row.topic,
                      key = *item.row.ordering_key](store::Store& s) {
     if (rt_.stopping.load() || rt_.probation.load()) return;
     const std::int64_t now = rt_.clock->WallMs();
-    *next = s.ClaimNextOfKey(topic, key, rt_.owner, rt_.LeaseUntil(now), now);
+    if (auto one = s.ClaimNextOfKey(topic, key, rt_.owner, rt_.LeaseUntil(now), now)) {
+      next->push_back(std::move(*one));
+    }
   };
   task.apply = [next, claim_next, apply = std::move(task.apply)](store::Store& s) {
-    next->reset();  // the transaction may be retried
+    next->clear();  // the transaction may be retried
     apply(s);
     claim_next(s);
   };
   if (task.apply_after_abort) {
     task.apply_after_abort = [next, claim_next, redo = std::move(task.apply_after_abort)](
                                  store::Store& s, const std::string& error) {
-      next->reset();
+      next->clear();
       redo(s, error);
       claim_next(s);
     };
   }
   task.after_commit = [this, next, after = std::move(task.after_commit)] {
     if (after) after();
-    if (*next) dispatcher_->DispatchEager({std::move(**next)});
+    if (!next->empty()) dispatcher_->DispatchEager(std::move(*next));
   };
   rt_.writer->Submit(std::move(task));
 }

@@ -74,4 +74,25 @@ void Dispatcher::DispatchEager(std::vector<store::Claimed> claimed) {
   DispatchAll(std::move(ready));
 }
 
+void Dispatcher::DispatchRun(std::vector<store::Claimed> run) {
+  if (run.empty()) return;
+  for (const auto& c : run) {
+    if (c.lease.token == 1) rt_.metrics->Enqueued(c.topic);
+  }
+  Route* route = rt_.stopping.load() ? nullptr : routes_.For(run.front().topic);
+  if (route == nullptr || !route->breaker->IsClosed()) {
+    for (const auto& c : run) rt_.Revert(c.lease);
+    return;
+  }
+  rt_.sending.fetch_add(static_cast<std::int64_t>(run.size()));
+  // The refused tail goes back: the head and the rows before them still
+  // keep their order.
+  for (const auto& rejected : route->pool->TrySubmitRun(std::move(run))) {
+    rt_.sending.fetch_sub(1);
+    rt_.metrics->PoolRejected(rejected.topic);
+    route->backlog.store(true);
+    rt_.Revert(rejected.lease);
+  }
+}
+
 }  // namespace outbox::agent

@@ -33,6 +33,12 @@ class Dispatcher {
   // their endpoint's breaker is not closed (the sweeper decides then).
   void DispatchEager(std::vector<store::Claimed> claimed);
 
+  // A run of one ordering key (Store::ClaimRunAfter), once its claim
+  // committed: into its route's pool as one piece that one worker sends in
+  // order; what does not fit, or the whole run while the agent stops or the
+  // endpoint's breaker is not closed, goes back to pending.
+  void DispatchRun(std::vector<store::Claimed> run);
+
  private:
   Runtime& rt_;
   RouteTable& routes_;

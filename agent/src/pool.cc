@@ -35,25 +35,31 @@ bool WorkerPool::HasRoomFor(std::int64_t bytes) const {
   return queue_.empty() || queued_bytes_ + bytes <= capacity_bytes_;
 }
 
+std::size_t WorkerPool::QueueWhileRoom(std::vector<store::Claimed>& claimed) {
+  std::size_t taken = 0;
+  std::int64_t taken_bytes = 0;
+  while (!stopping_ && taken < claimed.size()) {
+    const std::int64_t bytes = BytesOf(claimed[taken]);
+    if (!HasRoomFor(bytes)) break;
+    queued_bytes_ += bytes;
+    taken_bytes += bytes;
+    queue_.push_back({std::move(claimed[taken]), 0});
+    ++taken;
+  }
+  if (taken > 0) {
+    // Half the old estimate, half this group: follows a change of payload
+    // sizes within a claim or two.
+    const std::int64_t mean = taken_bytes / static_cast<std::int64_t>(taken);
+    row_bytes_ = row_bytes_ == 0 ? mean : (row_bytes_ + mean) / 2;
+  }
+  return taken;
+}
+
 std::vector<store::Claimed> WorkerPool::TrySubmitAll(std::vector<store::Claimed> claimed) {
   std::size_t taken = 0;
   {
     std::lock_guard lock(mutex_);
-    std::int64_t taken_bytes = 0;
-    while (!stopping_ && taken < claimed.size()) {
-      const std::int64_t bytes = BytesOf(claimed[taken]);
-      if (!HasRoomFor(bytes)) break;
-      queued_bytes_ += bytes;
-      taken_bytes += bytes;
-      queue_.push_back(std::move(claimed[taken]));
-      ++taken;
-    }
-    if (taken > 0) {
-      // Half the old estimate, half this group: follows a change of payload
-      // sizes within a claim or two.
-      const std::int64_t mean = taken_bytes / static_cast<std::int64_t>(taken);
-      row_bytes_ = row_bytes_ == 0 ? mean : (row_bytes_ + mean) / 2;
-    }
+    taken = QueueWhileRoom(claimed);
   }
   if (taken == 1) {
     ready_.notify_one();
@@ -62,6 +68,35 @@ std::vector<store::Claimed> WorkerPool::TrySubmitAll(std::vector<store::Claimed>
   }
   claimed.erase(claimed.begin(), claimed.begin() + static_cast<std::ptrdiff_t>(taken));
   return claimed;
+}
+
+std::vector<store::Claimed> WorkerPool::TrySubmitRun(std::vector<store::Claimed> run) {
+  std::size_t taken = 0;
+  {
+    std::lock_guard lock(mutex_);
+    const std::size_t first = queue_.size();
+    // The first row takes the place its key's previous row left in the
+    // queue: a full queue must not send a key back to the sweeper for want
+    // of one slot (the queue then holds at most one row per worker more).
+    if (!stopping_ && !run.empty() && !HasRoomFor(BytesOf(run.front()))) {
+      queued_bytes_ += BytesOf(run.front());
+      queue_.push_back({std::move(run.front()), 0});
+      run.erase(run.begin());
+      taken = 1;
+    }
+    const std::size_t more = QueueWhileRoom(run);
+    run.erase(run.begin(), run.begin() + static_cast<std::ptrdiff_t>(more));
+    taken += more;
+    // One row goes as any other (a batch may take it along).
+    if (taken > 1) queue_[first].run = taken;
+  }
+  if (taken > 0) ready_.notify_one();  // one worker takes it all
+  return run;
+}
+
+int WorkerPool::Load() const {
+  std::lock_guard lock(mutex_);
+  return static_cast<int>(queue_.size()) + running_;
 }
 
 int WorkerPool::FreeSlots() const {
@@ -81,8 +116,8 @@ std::vector<store::Claimed> WorkerPool::StopIntake() {
   {
     std::lock_guard lock(mutex_);
     stopping_ = true;
-    unstarted.assign(std::make_move_iterator(queue_.begin()),
-                     std::make_move_iterator(queue_.end()));
+    unstarted.reserve(queue_.size());
+    for (Queued& queued : queue_) unstarted.push_back(std::move(queued.claimed));
     queue_.clear();
     queued_bytes_ = 0;
   }
@@ -104,19 +139,25 @@ void WorkerPool::Join() {
 void WorkerPool::Loop(int index) {
   util::NameThisThread("ob:" + name_);
   std::vector<store::Claimed> batch;
+  bool run = false;
   for (;;) {
     {
       std::unique_lock lock(mutex_);
       ready_.wait(lock, [this] { return stopping_ || !queue_.empty(); });
       if (queue_.empty()) return;  // stopping and nothing left
-      const std::size_t n = std::min(batch_max_, queue_.size());
-      batch.assign(std::make_move_iterator(queue_.begin()),
-                   std::make_move_iterator(queue_.begin() + static_cast<std::ptrdiff_t>(n)));
-      queue_.erase(queue_.begin(), queue_.begin() + static_cast<std::ptrdiff_t>(n));
-      for (const store::Claimed& claimed : batch) queued_bytes_ -= BytesOf(claimed);
+      // A run goes whole to one worker; a batch stops before the next run.
+      run = queue_.front().run > 0;
+      std::size_t n = run ? queue_.front().run : 1;
+      while (!run && n < batch_max_ && n < queue_.size() && queue_[n].run == 0) ++n;
+      batch.clear();
+      for (std::size_t i = 0; i < n; ++i) {
+        queued_bytes_ -= BytesOf(queue_.front().claimed);
+        batch.push_back(std::move(queue_.front().claimed));
+        queue_.pop_front();
+      }
       ++running_;
     }
-    work_(index, batch);  // catches everything itself: no exception crosses a thread
+    work_(index, batch, run);  // catches everything itself: no exception crosses a thread
     bool room = false;
     {
       std::lock_guard lock(mutex_);

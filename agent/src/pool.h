@@ -27,8 +27,10 @@ class WorkerPool {
     std::int64_t bytes = 4 * 1024 * 1024;
   };
 
-  // Runs on worker `index` with up to `batch_max` leases taken together.
-  using Work = std::function<void(int index, std::vector<store::Claimed>& batch)>;
+  // Runs on worker `index` with up to `batch_max` leases taken together, or
+  // with one run (`run` true: rows of one ordering key, to be sent one after
+  // another by this worker alone; see TrySubmitRun).
+  using Work = std::function<void(int index, std::vector<store::Claimed>& batch, bool run)>;
 
   // `on_room` runs (on a worker thread, without locks) when the queue has
   // drained to half its capacity, so the sweeper can claim more.
@@ -43,6 +45,15 @@ class WorkerPool {
   // as one request instead of a fragment per wake-up). Returns the leases
   // that did not fit, in order.
   std::vector<store::Claimed> TrySubmitAll(std::vector<store::Claimed> claimed);
+  // Queues a run (rows of one ordering key in id order) that one worker takes
+  // whole: as many of its first rows as fit, and the first one even when the
+  // queue is full (it stands for its key's row a worker just finished; the
+  // queue may so exceed its row bound by one row per worker). Returns the
+  // rest, in order.
+  std::vector<store::Claimed> TrySubmitRun(std::vector<store::Claimed> run);
+  // Rows queued plus workers busy: 0 or 1 when at most one key is being
+  // served.
+  int Load() const;
   // Rows that may be queued now, by the row bound and by the byte bound at
   // the size of the rows queued lately: 0 while the byte bound is reached.
   int FreeSlots() const;
@@ -57,6 +68,16 @@ class WorkerPool {
   const std::string& name() const { return name_; }
 
  private:
+  struct Queued {
+    store::Claimed claimed;
+    // On the first row of a run: how many rows (this one included) a worker
+    // takes with it. 0 for a row that goes alone or in a batch.
+    std::size_t run = 0;
+  };
+
+  // Under mutex_: queues rows from the front of `claimed` while they fit;
+  // returns how many.
+  std::size_t QueueWhileRoom(std::vector<store::Claimed>& claimed);
   void Loop(int index);
   // Under mutex_.
   bool HasRoomFor(std::int64_t bytes) const;
@@ -72,7 +93,7 @@ class WorkerPool {
   mutable std::mutex mutex_;
   std::condition_variable ready_;     // work arrived or stopping
   std::condition_variable idle_;      // a worker finished
-  std::deque<store::Claimed> queue_;  // guarded by mutex_
+  std::deque<Queued> queue_;          // guarded by mutex_
   std::int64_t queued_bytes_ = 0;     // guarded by mutex_
   std::int64_t row_bytes_ = 0;        // recent bytes per row (0: none seen); guarded by mutex_
   int running_ = 0;                   // guarded by mutex_

@@ -632,6 +632,43 @@ inline constexpr char kClaimNextOfKey[] =
     " AND status = 0 AND next_attempt_at <= ?4 AND quarantined <> 1 AND"
     OUTBOX_ORDER_READY("outbox") OUTBOX_CLAIM_RETURNING;
 
+// A run (docs/ordering.md): after the run's last row ?3, the key's next
+// undelivered rows in id order, with
+// what decides whether each may join the run and its size in bytes. The
+// caller keeps the unbroken prefix of rows that are pending, due, not
+// quarantined and not scheduled ahead: each of them would be ready the moment
+// the rows before it are delivered, and nothing else of the key lies between.
+// ?1 topic, ?2 ordering key, ?3 the run's last id, ?4 limit, ?5 now
+inline constexpr char kRunAfterHead[] =
+    "SELECT o.id, o.status = 0 AND o.next_attempt_at <= ?5 AND o.quarantined <> 1"
+    "   AND (o.deliver_at IS NULL OR o.deliver_at <= ?5),"
+    " coalesce((SELECT length(p.payload) + coalesce(length(p.headers), 0)"
+    "   FROM outbox_payload AS p WHERE p.id = o.id), 0)"
+    "   + coalesce(length(o.payload), 0) + coalesce(length(o.headers), 0)"
+    " FROM outbox AS o INDEXED BY outbox_ordering"
+    " WHERE o.topic = ?1 AND o.ordering_key = ?2 AND o.ordering_key IS NOT NULL"
+    "   AND o.delivered_at IS NULL AND o.id > ?3"
+    " ORDER BY o.id LIMIT ?4";
+// Whether a run may grow after its last row ?3 (leased with token ?4 by ?5):
+// that row is still in flight under this lease, and every older undelivered
+// row of the key is in flight by the same owner (the run itself) or dead.
+// ?1 topic, ?2 ordering key, ?3 id, ?4 token, ?5 owner
+inline constexpr char kRunMayGrow[] =
+    "SELECT EXISTS(SELECT 1 FROM outbox WHERE id = ?3 AND status = 3 AND lease_token = ?4"
+    "   AND lease_owner = ?5 AND topic = ?1 AND ordering_key = ?2)"
+    " AND NOT EXISTS(SELECT 1 FROM outbox INDEXED BY outbox_ordering"
+    "   WHERE topic = ?1 AND ordering_key = ?2 AND ordering_key IS NOT NULL"
+    "     AND delivered_at IS NULL AND id < ?3 AND status NOT IN (1, 2)"
+    "     AND (status <> 3 OR lease_owner IS NOT ?5))";
+// Claims the rows kRunAfterHead chose: every undelivered row of the key from
+// ?8 to ?9 (delivered ones in between are not in the index).
+// ?1 topic, ?5 ordering key, ?8 first id, ?9 last id, the rest as kClaimById
+inline constexpr char kClaimRunRange[] =
+    OUTBOX_CLAIM_SET " WHERE id IN (SELECT id FROM outbox INDEXED BY outbox_ordering"
+    "   WHERE topic = ?1 AND ordering_key = ?5 AND ordering_key IS NOT NULL"
+    "     AND delivered_at IS NULL AND id BETWEEN ?8 AND ?9) AND status = 0"
+    OUTBOX_CLAIM_RETURNING;
+
 // A wall clock that jumped back leaves next_attempt_at absurdly far ahead;
 // such rows are made due now (an index range, usually empty).
 // ?1 topic, ?2 now, ?3 now + max interval

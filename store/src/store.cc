@@ -475,6 +475,93 @@ std::optional<Claimed> Store::ClaimNextOfKey(std::string_view topic, std::string
   });
 }
 
+namespace {
+
+// Outside a transaction a run is claimed in one of its own, made durable once
+// it committed (as any claim outside a transaction).
+template <typename Impl, typename Body>
+std::vector<Claimed> ClaimRunAtomically(Impl& impl, Body&& body) {
+  const bool own_transaction = !impl.InTransaction();
+  std::vector<Claimed> claimed = impl.Atomically(body);
+  if (own_transaction && impl.claimed_in_transaction) {
+    impl.claimed_in_transaction = false;
+    impl.SyncLogForClaims();
+  }
+  return claimed;
+}
+
+}  // namespace
+
+std::vector<Claimed> Store::ClaimRunTail(std::int64_t after_id, std::string_view topic,
+                                         std::string_view ordering_key, std::string_view owner,
+                                         std::int64_t lease_expires_at, std::int64_t now,
+                                         int max_rows, std::int64_t max_bytes) {
+  std::vector<Claimed> tail;
+  if (max_rows < 1) return tail;
+  const std::string topic_text(topic);
+  const std::string key_text(ordering_key);
+  // The unbroken prefix of rows that may follow `after_id`.
+  std::int64_t first = 0;
+  std::int64_t last = 0;
+  {
+    StatementUse q(impl_->Prepare(sql::kRunAfterHead));
+    q->bind(1, topic_text);
+    q->bind(2, key_text);
+    q->bind(3, after_id);
+    q->bind(4, max_rows);
+    q->bind(5, now);
+    std::int64_t bytes = 0;
+    while (q->executeStep()) {
+      if (q->getColumn(1).getInt() == 0) break;
+      bytes += q->getColumn(2).getInt64();
+      if (bytes > max_bytes && first != 0) break;
+      last = q->getColumn(0).getInt64();
+      if (first == 0) first = last;
+    }
+  }
+  if (first == 0) return tail;
+  StatementUse q(impl_->Prepare(sql::kClaimRunRange));
+  q->bind(1, topic_text);
+  q->bind(2, std::string(owner));
+  q->bind(3, lease_expires_at);
+  q->bind(4, now);
+  q->bind(5, key_text);
+  impl_->BindBootLease(*q, lease_expires_at - now);
+  q->bind(8, first);
+  q->bind(9, last);
+  while (q->executeStep()) {
+    Row row = ReadRow(*q);
+    tail.push_back({{row.id, row.lease_token}, topic_text, std::move(row)});
+  }
+  // RETURNING order is unspecified; a run goes in id order.
+  std::sort(tail.begin(), tail.end(),
+            [](const Claimed& a, const Claimed& b) { return a.lease.id < b.lease.id; });
+  impl_->ClaimsMade(tail.size());
+  return tail;
+}
+
+std::vector<Claimed> Store::ClaimRunAfter(const Lease& last, std::string_view topic,
+                                          std::string_view ordering_key, std::string_view owner,
+                                          std::int64_t lease_expires_at, std::int64_t now,
+                                          int max_rows, std::int64_t max_bytes) {
+  if (max_rows < 1) throw std::invalid_argument("max_rows: expected a positive integer");
+  return Wrap("grow a run of a key", [&] {
+    return ClaimRunAtomically(*impl_, [&] {
+      {
+        StatementUse q(impl_->Prepare(sql::kRunMayGrow));
+        q->bind(1, std::string(topic));
+        q->bind(2, std::string(ordering_key));
+        q->bind(3, last.id);
+        q->bind(4, last.token);
+        q->bind(5, std::string(owner));
+        if (!q->executeStep() || q->getColumn(0).getInt() == 0) return std::vector<Claimed>{};
+      }
+      return ClaimRunTail(last.id, topic, ordering_key, owner, lease_expires_at, now, max_rows,
+                          max_bytes);
+    });
+  });
+}
+
 int Store::MakeDueIfFarAhead(std::string_view topic, std::int64_t now,
                              std::int64_t max_interval_ms) {
   return Wrap("make far-ahead rows due", [&] {

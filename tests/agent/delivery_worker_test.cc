@@ -6,6 +6,8 @@
 #include <spdlog/logger.h>
 #include <spdlog/sinks/null_sink.h>
 
+#include <mutex>
+
 #include "../common/temp_dir.h"
 
 namespace outbox::agent {
@@ -129,6 +131,178 @@ TEST_F(DeliveryWorkerTest, GoneMarksTheBreakerAndReschedulesWithoutCost) {
   DeliveryWorker(rt_).Work(route_, 0, batch);
   EXPECT_EQ(route_.breaker->mode(), Breaker::Mode::kGone);
   EXPECT_EQ(StatusOf(batch[0].lease.id), store::Status::kPending);
+}
+
+// --- runs of one ordering key (docs/ordering.md, "Runs") ---------------------
+
+// A wall clock the test moves: a lease lapses while a run is being sent.
+class SteppedClock final : public Clock {
+ public:
+  std::int64_t WallMs() override { return SystemClock()->WallMs() + offset_ms.load(); }
+  std::chrono::steady_clock::time_point Monotonic() override {
+    return std::chrono::steady_clock::now() + std::chrono::milliseconds(offset_ms.load());
+  }
+  store::BootTime Boot() override {
+    store::BootTime boot = store::SystemBootTime();
+    boot.ms += offset_ms.load();
+    return boot;
+  }
+  std::atomic<std::int64_t> offset_ms{0};
+};
+
+// Answers from a script by call number (1, 2, ...); records the keys sent.
+class RunHandler final : public Handler {
+ public:
+  explicit RunHandler(std::function<HandlerResult(int call)> script) : script_(std::move(script)) {}
+  HandlerResult Handle(const Delivery& d) override {
+    std::lock_guard lock(mutex_);
+    sent_.emplace_back(d.key);
+    return script_(static_cast<int>(sent_.size()));
+  }
+  std::vector<std::string> sent() {
+    std::lock_guard lock(mutex_);
+    return sent_;
+  }
+
+ private:
+  std::function<HandlerResult(int call)> script_;
+  std::mutex mutex_;
+  std::vector<std::string> sent_;  // guarded by mutex_
+};
+
+class RunTest : public DeliveryWorkerTest {
+ protected:
+  void UseScript(std::function<HandlerResult(int call)> script) {
+    run_handler_ = std::make_shared<RunHandler>(std::move(script));
+    route_.name = "t";
+    route_.handler = run_handler_;
+    route_.breaker = std::make_shared<Breaker>("handler:t", BreakerOptions{}, rt_.clock, 1000);
+    route_.options.ordering = {true, store::DeadHead::kBlock};
+    route_.options.breaker.failure_threshold = 1000;
+  }
+
+  // `n` rows of ordering key "a" (msg_key r1..rn), claimed as one run.
+  std::vector<store::Claimed> EnqueueAndClaimRun(int n) {
+    std::vector<store::Claimed> run;
+    rt_.writer->Run([&](store::Store& s) {
+      s.AgreeOrdering("t", {true, store::DeadHead::kBlock}, rt_.clock->WallMs());
+      store::Producer producer(s.connection());
+      for (int i = 1; i <= n; ++i) {
+        store::NewMessage m;
+        m.topic = "t";
+        m.key = "r" + std::to_string(i);
+        m.payload = "{}";
+        m.ordering_key = "a";
+        producer.Enqueue(m);
+      }
+      const std::int64_t now = rt_.clock->WallMs();
+      auto head = s.ClaimNextOfKey("t", "a", rt_.owner, now + 60'000, now);
+      if (!head) return;
+      run.push_back(*head);
+      for (auto& c : s.ClaimRunAfter(head->lease, "t", "a", rt_.owner, now + 60'000, now, n - 1,
+                                     1 << 20)) {
+        run.push_back(c);
+      }
+    });
+    return run;
+  }
+
+  store::Row RowOf(std::int64_t id) {
+    rt_.writer->Run([](store::Store&) {});  // everything queued before is applied
+    store::Options read = rt_.store_options;
+    read.create = false;
+    return *store::Store(read).Get(id);
+  }
+
+  void ExpectHandedBackUnsent(const store::Claimed& c) {
+    const store::Row row = RowOf(c.lease.id);
+    EXPECT_EQ(row.status, store::Status::kPending) << row.key;
+    EXPECT_EQ(row.attempts, 0) << row.key;
+    EXPECT_FALSE(row.last_attempt_at) << row.key;
+  }
+
+  std::shared_ptr<RunHandler> run_handler_;
+};
+
+TEST_F(RunTest, SendsARunInIdOrderAndCompletesEveryRow) {
+  UseScript([](int) { return HandlerResult{}; });
+  auto run = EnqueueAndClaimRun(5);
+  ASSERT_EQ(run.size(), 5u);
+  rt_.sending = 5;
+  DeliveryWorker(rt_).Work(route_, 0, run, true);
+  EXPECT_EQ(run_handler_->sent(), (std::vector<std::string>{"r1", "r2", "r3", "r4", "r5"}));
+  for (const auto& c : run) EXPECT_EQ(RowOf(c.lease.id).status, store::Status::kDelivered);
+  EXPECT_EQ(rt_.sending.load(), 0);
+}
+
+TEST_F(RunTest, AFailureInTheMiddleHandsTheRestBackUnsentWithoutCountingAttempts) {
+  // The third row is refused: it counts its attempt (and goes dead); the
+  // rows behind it were never sent and go back as they were.
+  UseScript([](int call) {
+    return call == 3 ? HandlerResult{Outcome::kMessageFailure, 422, false, std::nullopt, "no"}
+                     : HandlerResult{};
+  });
+  auto run = EnqueueAndClaimRun(5);
+  ASSERT_EQ(run.size(), 5u);
+  rt_.sending = 5;
+  DeliveryWorker(rt_).Work(route_, 0, run, true);
+  EXPECT_EQ(run_handler_->sent(), (std::vector<std::string>{"r1", "r2", "r3"}));
+  EXPECT_EQ(RowOf(run[1].lease.id).status, store::Status::kDelivered);
+  const store::Row failed = RowOf(run[2].lease.id);
+  EXPECT_EQ(failed.status, store::Status::kDead);
+  EXPECT_EQ(failed.attempts, 1);
+  ExpectHandedBackUnsent(run[3]);
+  ExpectHandedBackUnsent(run[4]);
+  EXPECT_EQ(rt_.sending.load(), 0);
+}
+
+TEST_F(RunTest, AnEndpointFailureReschedulesTheRowAndHandsBackTheRest) {
+  UseScript([](int call) {
+    return call == 2 ? HandlerResult{Outcome::kEndpointFailure, 503, false, std::nullopt, "busy"}
+                     : HandlerResult{};
+  });
+  auto run = EnqueueAndClaimRun(4);
+  rt_.sending = 4;
+  DeliveryWorker(rt_).Work(route_, 0, run, true);
+  EXPECT_EQ(run_handler_->sent(), (std::vector<std::string>{"r1", "r2"}));
+  const store::Row failed = RowOf(run[1].lease.id);
+  EXPECT_EQ(failed.status, store::Status::kPending);
+  EXPECT_EQ(failed.attempts, 1);
+  ExpectHandedBackUnsent(run[2]);
+  ExpectHandedBackUnsent(run[3]);
+}
+
+TEST_F(RunTest, ALapsedLeaseStopsTheRun) {
+  auto clock = std::make_shared<SteppedClock>();
+  rt_.clock = clock;
+  // The second send outlasts the run's lease (60 s): another agent may have
+  // taken the rows behind it meanwhile, so none of them is sent.
+  UseScript([&](int call) {
+    if (call == 2) clock->offset_ms += 61'000;
+    return HandlerResult{};
+  });
+  auto run = EnqueueAndClaimRun(4);
+  rt_.sending = 4;
+  DeliveryWorker(rt_).Work(route_, 0, run, true);
+  EXPECT_EQ(run_handler_->sent(), (std::vector<std::string>{"r1", "r2"}));
+  EXPECT_EQ(RowOf(run[1].lease.id).status, store::Status::kDelivered);
+  ExpectHandedBackUnsent(run[2]);
+  ExpectHandedBackUnsent(run[3]);
+}
+
+TEST_F(RunTest, AStopDuringASendLeavesNoRowOfTheRunInFlight) {
+  UseScript([&](int call) {
+    if (call == 2) rt_.stopping = true;  // Stop() began while row 2 was on the wire
+    return HandlerResult{};
+  });
+  auto run = EnqueueAndClaimRun(4);
+  rt_.sending = 4;
+  DeliveryWorker(rt_).Work(route_, 0, run, true);
+  EXPECT_EQ(run_handler_->sent(), (std::vector<std::string>{"r1", "r2"}));
+  EXPECT_EQ(RowOf(run[1].lease.id).status, store::Status::kDelivered);
+  ExpectHandedBackUnsent(run[2]);
+  ExpectHandedBackUnsent(run[3]);
+  rt_.writer->Run([&](store::Store& s) { EXPECT_TRUE(s.LeaseOwners().empty()); });
 }
 
 }  // namespace

@@ -34,7 +34,7 @@ class DispatcherTest : public ::testing::Test {
     Route& route = *routes_.For("a");
     route.pool = std::make_unique<WorkerPool>(
         "a", 1, WorkerPool::Capacity{2}, 1,
-        [this](int, std::vector<store::Claimed>& batch) {
+        [this](int, std::vector<store::Claimed>& batch, bool) {
           taken_.fetch_add(static_cast<int>(batch.size()));
           if (!started_once_.exchange(true)) {
             started_.set_value();

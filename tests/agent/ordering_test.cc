@@ -168,6 +168,42 @@ TEST_F(OrderingAgentTest, EachKeyArrivesInCommitOrderDespiteRandomFailuresAnd429
   agent.Stop();
 }
 
+// Hot keys go in runs (a worker sends many rows of one key in a row while
+// the next ones are claimed); two agents share the file and a receiver
+// refuses some requests at random, ending runs in the middle.
+TEST_F(OrderingAgentTest, HotKeysSentInRunsKeepTheirOrderWithTwoAgentsAndFailures) {
+  std::mutex random_mutex;
+  std::mt19937 random(8);
+  Serve([&](const std::string&) {
+    std::lock_guard lock(random_mutex);
+    return random() % 100 < 5 ? 503 : 200;
+  });
+  Options options = BaseOptions();
+  options.sweep_interval_ms = 20;
+  TopicOptions topic = OrderedTopic();
+  topic.workers = 2;
+  options.topics["t"] = topic;
+  Agent a(options);
+  Agent b(options);
+  a.Start();
+  b.Start();
+  constexpr int kKeys = 3;
+  constexpr int kPerKey = 400;
+  for (int first = 0; first < kPerKey; first += 50) {
+    Transaction txn(first % 100 == 0 ? &a : &b, *producer_);
+    for (int seq = first; seq < first + 50; ++seq) {
+      for (int k = 0; k < kKeys; ++k) txn.Enqueue(Message("hot" + std::to_string(k), seq));
+    }
+    txn.Commit();
+  }
+  ASSERT_TRUE(WaitFor([&] { return log_.FirstArrivals() == kKeys * kPerKey; },
+                      std::chrono::seconds(120)))
+      << log_.FirstArrivals();
+  EXPECT_EQ(log_.out_of_order(), 0) << log_.example();
+  a.Stop();
+  b.Stop();
+}
+
 TEST_F(OrderingAgentTest, ACompletionSendsItsSuccessorWithoutASweep) {
   Serve();
   Options options = BaseOptions();  // sweeps once an hour: only the eager paths send

@@ -37,10 +37,11 @@ std::vector<store::Claimed> Leases(std::initializer_list<std::int64_t> ids) {
 class GatedWork {
  public:
   WorkerPool::Work Fn() {
-    return [this](int, std::vector<store::Claimed>& batch) {
+    return [this](int, std::vector<store::Claimed>& batch, bool run) {
       bool first = false;
       {
         std::lock_guard lock(mutex_);
+        runs_.push_back(run);
         std::vector<std::int64_t> ids;
         for (const auto& c : batch) ids.push_back(c.lease.id);
         batches_.push_back(ids);
@@ -58,10 +59,15 @@ class GatedWork {
     std::lock_guard lock(mutex_);
     return batches_;
   }
+  std::vector<bool> runs() {
+    std::lock_guard lock(mutex_);
+    return runs_;
+  }
 
  private:
   std::mutex mutex_;
   std::vector<std::vector<std::int64_t>> batches_;  // guarded by mutex_
+  std::vector<bool> runs_;                          // guarded by mutex_
   std::promise<void> started_;
   std::promise<void> release_;
 };
@@ -139,6 +145,23 @@ TEST(WorkerPool, AWorkerTakesUpToBatchMaxLeasesTogether) {
   pool.StopIntake();
   pool.Join();
   EXPECT_EQ(work.batches(), (std::vector<std::vector<std::int64_t>>{{1}, {2, 3, 4}, {5}}));
+}
+
+TEST(WorkerPool, ARunGoesWholeToOneWorkerAndABatchStopsBeforeIt) {
+  GatedWork work;
+  WorkerPool pool("t", 1, {4}, 2, work.Fn(), nullptr);
+  pool.TrySubmitAll(Leases({1}));
+  work.WaitStarted();
+  pool.TrySubmitAll(Leases({2}));
+  // Longer than batch_max, and only its first three fit: the rest comes back.
+  EXPECT_EQ(IdsOf(pool.TrySubmitRun(Leases({3, 4, 5, 6}))), (std::vector<std::int64_t>{6}));
+  work.Release();
+  EXPECT_TRUE(pool.WaitIdle(std::chrono::steady_clock::now() + 10s));
+  pool.StopIntake();
+  pool.Join();
+  // Row 2 would have had room for a partner in its batch: not the run's head.
+  EXPECT_EQ(work.batches(), (std::vector<std::vector<std::int64_t>>{{1}, {2}, {3, 4, 5}}));
+  EXPECT_EQ(work.runs(), (std::vector<bool>{false, false, true}));
 }
 
 TEST(WorkerPool, StopIntakeReturnsTheUnstartedLeasesAndRefusesMore) {

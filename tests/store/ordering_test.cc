@@ -178,6 +178,98 @@ TEST_F(OrderingTest, QuarantinedRowsKeepTheOrderToo) {
                   .empty());
 }
 
+// --- runs (docs/ordering.md, "Runs") -----------------------------------------
+
+std::vector<std::int64_t> IdsOf(const std::vector<Claimed>& claimed) {
+  std::vector<std::int64_t> ids;
+  for (const auto& c : claimed) ids.push_back(c.lease.id);
+  return ids;
+}
+
+// The key's head and the run that grows behind it, as a worker claims them.
+std::vector<Claimed> ClaimRun(Store& store, int rows, std::int64_t bytes) {
+  std::vector<Claimed> run;
+  auto head = store.ClaimNextOfKey("t", "a", "me", kNow + kLease, kNow);
+  if (!head) return run;
+  run.push_back(*head);
+  for (auto& c : store.ClaimRunAfter(head->lease, "t", "a", "me", kNow + kLease, kNow, rows, bytes)) {
+    run.push_back(c);
+  }
+  return run;
+}
+
+TEST_F(OrderingTest, ARunIsTheHeadAndTheUnbrokenReadyRowsBehindItInIdOrder) {
+  const auto a1 = Insert("t", "a");
+  const auto b1 = Insert("t", "b");
+  const auto a2 = Insert("t", "a");
+  const auto a3 = Insert("t", "a");
+  const auto a4 = Insert("t", "a", kNow + 60'000);  // waits for its retry: ends the run
+  Insert("t", "a");
+  const auto run = ClaimRun(store_, 100, 1 << 20);
+  EXPECT_EQ(IdsOf(run), (std::vector<std::int64_t>{a1, a2, a3}));
+  for (const auto& c : run) {
+    EXPECT_EQ(c.row.status, Status::kInFlight);
+    EXPECT_EQ(c.row.payload, "p");  // the claim returned the rows whole
+  }
+  // Nothing else of the key goes while the run is out; other keys do.
+  EXPECT_TRUE(ClaimRun(store_, 100, 1 << 20).empty());
+  EXPECT_EQ(ClaimIds("t"), (std::vector<std::int64_t>{b1}));
+  EXPECT_EQ(store_.Get(a4)->status, Status::kPending);
+}
+
+TEST_F(OrderingTest, ARunStopsAtTheRowAndByteCapsAndNeverPassesAnUndeliveredRow) {
+  std::vector<std::int64_t> a;
+  for (int i = 0; i < 6; ++i) a.push_back(Insert("t", "a"));
+  const auto claim_and_revert = [&](int rows, std::int64_t bytes) {
+    const auto run = ClaimRun(store_, rows, bytes);
+    for (const auto& c : run) EXPECT_TRUE(store_.Revert(c.lease, kNow));
+    return IdsOf(run);
+  };
+  // Row and byte caps (after the head): payloads are 1 byte.
+  EXPECT_EQ(claim_and_revert(1, 1 << 20), (std::vector<std::int64_t>{a[0], a[1]}));
+  EXPECT_EQ(claim_and_revert(100, 3), (std::vector<std::int64_t>{a[0], a[1], a[2], a[3]}));
+  // A row in flight in the middle (an operator's retry can leave one
+  // behind a pending row) ends the run before it.
+  store_.connection().exec("UPDATE outbox SET status = 3, lease_owner = 'x' WHERE id = " +
+                           std::to_string(a[3]));
+  EXPECT_EQ(claim_and_revert(100, 1 << 20), (std::vector<std::int64_t>{a[0], a[1], a[2]}));
+}
+
+TEST_F(OrderingTest, ARunGrowsOnlyBehindItsOwnLastRow) {
+  std::vector<std::int64_t> a;
+  for (int i = 0; i < 6; ++i) a.push_back(Insert("t", "a"));
+  const auto run = ClaimRun(store_, 1, 1 << 20);
+  ASSERT_EQ(IdsOf(run), (std::vector<std::int64_t>{a[0], a[1]}));
+  const Lease last = run.back().lease;
+  // Another owner, or a stale lease, cannot grow it.
+  EXPECT_TRUE(store_.ClaimRunAfter(last, "t", "a", "other", kNow + kLease, kNow, 10, 1 << 20)
+                  .empty());
+  EXPECT_TRUE(store_.ClaimRunAfter({last.id, last.token + 1}, "t", "a", "me", kNow + kLease, kNow,
+                                   10, 1 << 20)
+                  .empty());
+  // Its owner can, while the run's earlier rows are still in flight.
+  ASSERT_TRUE(store_.Complete(run[0].lease, kNow));
+  const auto grown = store_.ClaimRunAfter(last, "t", "a", "me", kNow + kLease, kNow, 2, 1 << 20);
+  EXPECT_EQ(IdsOf(grown), (std::vector<std::int64_t>{a[2], a[3]}));
+  // Not behind a row that is no longer in flight (its outcome came first).
+  ASSERT_TRUE(store_.Revert(grown.back().lease, kNow));
+  EXPECT_TRUE(store_.ClaimRunAfter(grown.back().lease, "t", "a", "me", kNow + kLease, kNow, 2,
+                                   1 << 20)
+                  .empty());
+}
+
+TEST_F(OrderingTest, ARunDoesNotGrowPastAnOlderRowThatIsNotPartOfIt) {
+  std::vector<std::int64_t> a;
+  for (int i = 0; i < 4; ++i) a.push_back(Insert("t", "a"));
+  const auto run = ClaimRun(store_, 1, 1 << 20);
+  ASSERT_EQ(IdsOf(run), (std::vector<std::int64_t>{a[0], a[1]}));
+  // The run's head went back to pending (a revert another writer made):
+  // growing now would let a later row go while an earlier one waits.
+  ASSERT_TRUE(store_.Revert(run[0].lease, kNow));
+  EXPECT_TRUE(store_.ClaimRunAfter(run[1].lease, "t", "a", "me", kNow + kLease, kNow, 2, 1 << 20)
+                  .empty());
+}
+
 TEST_F(OrderingTest, TheFirstRecordedModeWinsAndIsReadBack) {
   EXPECT_EQ(store_.AgreeOrdering("t", {true, DeadHead::kSkip}, kNow),
             (TopicOrdering{true, DeadHead::kBlock}));

@@ -528,6 +528,24 @@ class Store {
   std::optional<Claimed> ClaimNextOfKey(std::string_view topic, std::string_view ordering_key,
                                         std::string_view owner, std::int64_t lease_expires_at,
                                         std::int64_t now);
+  // A run of one key (docs/ordering.md): claims the key's rows after `last`
+  // (the last row of the run, which `owner` must still hold in flight under
+  // that lease; a run starts with one claimed row) in id order, as long as
+  // each is pending, due, not quarantined and not scheduled ahead, and
+  // nothing else of the key lies between (a dead row, one in flight, one
+  // waiting for a retry or its deliver_at ends it). At most `max_rows` rows
+  // and `max_bytes` of payload and headers (at least one row). The caller
+  // must send them one after another, each only after the one before was
+  // acknowledged, and hand back unsent the ones after a failure.
+  // Empty when `last` is no longer ours or an older row of the key is
+  // undelivered and not part of the run (an operator's retry, another
+  // agent's claim). Claiming while the run's earlier rows are still in
+  // flight lets the claim's commit overlap their sends; they stay in id
+  // order because one worker sends the whole run.
+  std::vector<Claimed> ClaimRunAfter(const Lease& last, std::string_view topic,
+                                     std::string_view ordering_key, std::string_view owner,
+                                     std::int64_t lease_expires_at, std::int64_t now,
+                                     int max_rows, std::int64_t max_bytes);
   // Makes pending rows of `topic` due now whose next_attempt_at lies more
   // than `max_interval_ms` ahead: the wall clock jumped back after they were
   // scheduled.
@@ -668,6 +686,13 @@ class Store {
   void SetLimits(const Limits& limits);
 
  private:
+  // The claiming part of ClaimRunAfter: the rows after `after_id`, inside
+  // the caller's transaction.
+  std::vector<Claimed> ClaimRunTail(std::int64_t after_id, std::string_view topic,
+                                    std::string_view ordering_key, std::string_view owner,
+                                    std::int64_t lease_expires_at, std::int64_t now, int max_rows,
+                                    std::int64_t max_bytes);
+
   struct Impl;
   std::unique_ptr<Impl> impl_;
 };
