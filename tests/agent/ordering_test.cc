@@ -75,6 +75,16 @@ class OrderingAgentTest : public AgentTest {
     return topic;
   }
 
+  // For two agents sharing the file: topic "t" ordered, fast sweeps.
+  Options TwoAgentOptions(int workers) {
+    Options options = BaseOptions();
+    options.sweep_interval_ms = 20;
+    TopicOptions topic = OrderedTopic();
+    topic.workers = workers;
+    options.topics["t"] = topic;
+    return options;
+  }
+
   static store::NewMessage Message(const std::string& key, int seq) {
     store::NewMessage message;
     message.topic = "t";
@@ -109,11 +119,7 @@ class OrderingAgentTest : public AgentTest {
 
 TEST_F(OrderingAgentTest, EachKeyArrivesInCommitOrderWithTwoAgentsAndEightWorkers) {
   Serve();
-  Options options = BaseOptions();
-  options.sweep_interval_ms = 20;
-  TopicOptions topic = OrderedTopic();
-  topic.workers = 8;
-  options.topics["t"] = topic;
+  const Options options = TwoAgentOptions(8);
   Agent a(options);
   Agent b(options);
   a.Start();
@@ -178,11 +184,7 @@ TEST_F(OrderingAgentTest, HotKeysSentInRunsKeepTheirOrderWithTwoAgentsAndFailure
     std::lock_guard lock(random_mutex);
     return random() % 100 < 5 ? 503 : 200;
   });
-  Options options = BaseOptions();
-  options.sweep_interval_ms = 20;
-  TopicOptions topic = OrderedTopic();
-  topic.workers = 2;
-  options.topics["t"] = topic;
+  const Options options = TwoAgentOptions(2);
   Agent a(options);
   Agent b(options);
   a.Start();
