@@ -6,6 +6,7 @@
 #include <deque>
 #include <functional>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -16,8 +17,9 @@ namespace outbox::agent {
 
 // Holds claimed rows (payloads included: the claim returned them) in a queue
 // bounded in rows and in bytes. TrySubmitAll never blocks: a full pool says
-// no and the caller reverts the claim. Thread-safe; owns and joins its
-// threads.
+// no and the caller reverts the claim. The byte bound is a limit, not a fill
+// level: FreeSlots offers the sweeper only what keeps the workers busy until
+// its next refill (see FillTarget). Thread-safe; owns and joins its threads.
 class WorkerPool {
  public:
   struct Capacity {
@@ -54,9 +56,30 @@ class WorkerPool {
   // Rows queued plus workers busy: 0 or 1 when at most one key is being
   // served.
   int Load() const;
-  // Rows that may be queued now, by the row bound and by the byte bound at
-  // the size of the rows queued lately: 0 while the byte bound is reached.
+  // Rows the sweeper may claim now, by the row bound and by the fill target
+  // at the size of the rows queued lately: 0 while the target is reached.
   int FreeSlots() const;
+
+  // What the sweeper may claim now, read under one lock.
+  struct Room {
+    int rows = 0;  // as FreeSlots
+    // Bytes of payload and headers up to the fill target (at least one
+    // row's worth while the queue is empty); 0 while it is reached.
+    std::int64_t bytes = 0;
+    std::int64_t row_bytes = 0;  // recent bytes per row; 0 while none seen
+  };
+  Room FreeRoom() const;
+
+  // The bytes the queue aims to hold when the sweeper refills it (its high
+  // watermark): what the workers took lately (`drain_rate`, bytes per second
+  // of wall time) during three refills (`refill_seconds`: from the room
+  // signal at half the target to the claimed rows arriving). The half left
+  // at the signal then lasts one and a half refills; and while the workers
+  // wait for rows the target grows by half each time the rate is measured,
+  // until they no longer wait. Never below `floor` nor above `bound`;
+  // `floor` while the rate or the refill time is unknown (0).
+  static std::int64_t FillTarget(double drain_rate, double refill_seconds, std::int64_t floor,
+                                 std::int64_t bound);
 
   // Refuses further submissions and returns the queued leases nobody started.
   std::vector<store::Claimed> StopIntake();
@@ -82,8 +105,13 @@ class WorkerPool {
   // Under mutex_.
   bool HasRoomFor(std::int64_t bytes) const;
   static std::int64_t BytesOf(const store::Claimed& claimed);
+  // Under mutex_.
+  int FreeSlotsLocked() const;
+  // Under mutex_: fill_bytes_ from the latest measurements.
+  void UpdateFillTarget();
 
   const std::string name_;
+  const int workers_;
   const std::size_t capacity_;
   const std::int64_t capacity_bytes_;
   const std::size_t batch_max_;
@@ -97,6 +125,19 @@ class WorkerPool {
   std::int64_t queued_bytes_ = 0;     // guarded by mutex_
   std::int64_t row_bytes_ = 0;        // recent bytes per row (0: none seen); guarded by mutex_
   int running_ = 0;                   // guarded by mutex_
+  // Bytes the workers took from the queue per second of wall time, over
+  // windows of kRateWindow (0: none measured yet); guarded by mutex_.
+  double drain_rate_ = 0;
+  std::int64_t window_bytes_ = 0;                    // guarded by mutex_
+  std::chrono::steady_clock::time_point window_at_;  // guarded by mutex_
+  // Recent time from a room signal to the sweeper's refill (0: none seen);
+  // guarded by mutex_.
+  double refill_seconds_ = 0;
+  // FreeSlots said 0 since the last submission, and when the queue then fell
+  // to half its target: the start of a refill; guarded by mutex_.
+  mutable bool refused_ = false;
+  std::optional<std::chrono::steady_clock::time_point> room_at_;
+  std::int64_t fill_bytes_;  // the high watermark in bytes; guarded by mutex_
   bool stopping_ = false;             // guarded by mutex_
   std::vector<std::thread> threads_;  // joined by Join()
 };

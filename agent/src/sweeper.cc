@@ -187,22 +187,40 @@ RouteTable::Served Sweeper::TopicsToServe() {
 }
 
 std::vector<store::Claimed> Sweeper::ClaimDue(const std::string& topic, int& want,
-                                              std::int64_t now) {
+                                              const WorkerPool::Room& room, std::int64_t now) {
+  const int statement_rows =
+      room.row_bytes <= 0
+          ? rt_.options.claim_batch
+          : static_cast<int>(std::clamp<std::int64_t>(kClaimStatementBytes / room.row_bytes, 1,
+                                                      rt_.options.claim_batch));
   std::vector<store::Claimed> claimed;
   for (;;) {
     try {
+      bool filled = false;
       rt_.writer->Run([&](store::Store& s) {
         claimed.clear();  // the transaction may be retried
+        filled = false;
+        std::int64_t bytes = 0;
         while (static_cast<int>(claimed.size()) < want) {
-          const int limit =
-              std::min(rt_.options.claim_batch, want - static_cast<int>(claimed.size()));
+          const int limit = std::min(statement_rows, want - static_cast<int>(claimed.size()));
           std::vector<store::Claimed> more =
               s.ClaimDue(topic, rt_.owner, rt_.LeaseUntil(now), now, limit);
+          for (const store::Claimed& c : more) {
+            const std::size_t headers = c.row.headers_json ? c.row.headers_json->size() : 0;
+            bytes += static_cast<std::int64_t>(c.row.payload.size() + headers);
+          }
           claimed.insert(claimed.end(), std::make_move_iterator(more.begin()),
                          std::make_move_iterator(more.end()));
           if (static_cast<int>(more.size()) < limit) break;
+          // Larger rows than the pool's estimate (the payload size changed):
+          // more would be held in memory beyond its fill target.
+          if (bytes >= room.bytes) {
+            filled = true;
+            break;
+          }
         }
       });
+      if (filled) want = static_cast<int>(claimed.size());
       return claimed;
     } catch (const store::StoreError& e) {
       // A claim writes each row's page into the WAL (the state only; the
@@ -254,7 +272,8 @@ void Sweeper::PumpPass() {
         finished[i] = 1;
         continue;
       }
-      const int free = route->pool->FreeSlots();
+      const WorkerPool::Room room = route->pool->FreeRoom();
+      const int free = room.rows;
       if (free == 0) {
         route->backlog.store(true);
         hold();
@@ -274,7 +293,7 @@ void Sweeper::PumpPass() {
           permit == Breaker::Permit::kProbe
               ? 1
               : std::min(free, std::max(rt_.options.claim_batch, kClaimRowsPerTransaction));
-      std::vector<store::Claimed> claimed = ClaimDue(topic, want, now);
+      std::vector<store::Claimed> claimed = ClaimDue(topic, want, room, now);
       if (claimed.empty() && permit == Breaker::Permit::kProbe) route->breaker->CancelProbe();
       const bool all_claimed = static_cast<int>(claimed.size()) >= want;
       dispatcher_.DispatchAll(std::move(claimed));

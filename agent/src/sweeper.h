@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "dispatcher.h"
+#include "pool.h"
 #include "retention.h"
 #include "route_table.h"
 #include "runtime.h"
@@ -45,6 +46,10 @@ class Sweeper {
   // with a quarter of the rows anyway); 500 measured no better than 100
   // within the noise of benchmark figure 3 on a loaded machine, so it stays.
   static constexpr int kClaimRowsPerTransaction = 100;
+  // Payload bytes one claim statement aims at: SQLite holds a statement's
+  // RETURNING rows in memory until it is done, beside the copies handed to
+  // the pool, so 50 rows of 16 KiB would hold 1.6 MB at once.
+  static constexpr std::int64_t kClaimStatementBytes = 256 * 1024;
   static constexpr int kRecycleBatch = 1000;
   // Expired rows per topic and pass.
   static constexpr int kExpireBatch = 1000;
@@ -60,9 +65,13 @@ class Sweeper {
                           std::vector<std::function<void()>>& after_commit);
   RouteTable::Served TopicsToServe();
   void PumpPass();
-  // Claims up to `want` due rows of `topic`; on a full disk retries with a
-  // smaller `want` (which the caller sees).
-  std::vector<store::Claimed> ClaimDue(const std::string& topic, int& want, std::int64_t now);
+  // Claims up to `want` due rows of `topic`, stopping after the statement
+  // that reaches `room.bytes` of payload and headers, in statements of
+  // claim_batch rows and about kClaimStatementBytes; on a full disk retries
+  // with a smaller `want`. `want` ends as the rows asked for in the end
+  // (fewer claimed means nothing more is due).
+  std::vector<store::Claimed> ClaimDue(const std::string& topic, int& want,
+                                       const WorkerPool::Room& room, std::int64_t now);
   bool ProbationStep();
 
   Runtime& rt_;

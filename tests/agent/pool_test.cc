@@ -116,6 +116,54 @@ TEST(WorkerPool, OffersOnlyTheRowsOfRecentSizeThatFitTheByteBound) {
   EXPECT_EQ(pool.FreeSlots(), 10);
 }
 
+TEST(WorkerPool, FillTargetCoversThreeRefillsAtTheDrainRateWithinFloorAndBound) {
+  constexpr std::int64_t kFloor = 256 * 1024, kBound = 4 * 1024 * 1024;
+  struct Case {
+    double rate;    // bytes per second
+    double refill;  // seconds
+    std::int64_t want;
+  };
+  for (const Case& c : {
+           Case{0, 0.005, kFloor},             // nothing measured yet
+           Case{50e6, 0, kFloor},              // no refill seen yet
+           Case{10e6, 0.002, kFloor},          // 60 kB: the floor
+           Case{50e6, 0.004, 600'000},         // 3 × 50 MB/s × 4 ms
+           Case{200e6, 0.010, kBound},         // 6 MB: the bound
+       }) {
+    EXPECT_EQ(WorkerPool::FillTarget(c.rate, c.refill, kFloor, kBound), c.want)
+        << c.rate << " B/s, " << c.refill << " s";
+  }
+  // A bound below the floor wins.
+  EXPECT_EQ(WorkerPool::FillTarget(0, 0, kFloor, 1000), 1000);
+}
+
+TEST(WorkerPool, OffersTheSweeperItsFillTargetNotTheWholeByteBound) {
+  GatedWork work;
+  WorkerPool pool("t", 1, {1000, 4 * 1024 * 1024}, 1, work.Fn(), nullptr);
+  EXPECT_TRUE(pool.TrySubmitAll({Sized(1, 16 * 1024)}).empty());
+  work.WaitStarted();  // the worker holds row 1: nothing measured yet
+  // Before any measurement the target is 256 KiB: 16 rows of 16 KiB, not
+  // the 256 rows the 4 MiB bound would hold.
+  EXPECT_EQ(pool.FreeSlots(), 16);
+  EXPECT_EQ(pool.FreeRoom().bytes, 256 * 1024);
+  EXPECT_EQ(pool.FreeRoom().row_bytes, 16 * 1024);
+  std::vector<store::Claimed> more;
+  for (std::int64_t id = 2; id <= 5; ++id) more.push_back(Sized(id, 16 * 1024));
+  EXPECT_TRUE(pool.TrySubmitAll(std::move(more)).empty());
+  EXPECT_EQ(pool.FreeSlots(), 12);
+  EXPECT_EQ(pool.FreeRoom().bytes, 192 * 1024);
+  // The target bounds what is offered, not what is taken: rows claimed
+  // beyond it (larger than expected) still fit the byte bound.
+  more.clear();
+  for (std::int64_t id = 6; id <= 40; ++id) more.push_back(Sized(id, 16 * 1024));
+  EXPECT_TRUE(pool.TrySubmitAll(std::move(more)).empty());
+  EXPECT_EQ(pool.FreeSlots(), 0);
+  EXPECT_EQ(pool.FreeRoom().bytes, 0);
+  work.Release();
+  ASSERT_TRUE(pool.WaitIdle(std::chrono::steady_clock::now() + 10s));
+  EXPECT_EQ(work.batches().size(), 40u);
+}
+
 TEST(WorkerPool, RefusesWhatDoesNotFitAndReturnsItInOrder) {
   GatedWork work;
   WorkerPool pool("t", 1, {2}, 1, work.Fn(), nullptr);
