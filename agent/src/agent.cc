@@ -52,7 +52,9 @@ struct Agent::Impl {
           static_cast<int>(std::max<std::size_t>(1, r->options.endpoint.batch.max_messages));
       r->pool = std::make_unique<WorkerPool>(
           name, r->options.workers,
-          WorkerPool::Capacity{r->options.queue_capacity, r->options.queue_bytes}, batch_max,
+          WorkerPool::Capacity{r->options.queue_capacity, r->options.queue_bytes,
+                               rt.options.claim_batch},
+          batch_max,
           [this, r](int index, std::vector<store::Claimed>& batch, bool run) {
             worker.Work(*r, index, batch, run);
           },

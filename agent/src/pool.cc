@@ -33,6 +33,7 @@ WorkerPool::WorkerPool(std::string name, int workers, Capacity capacity, int bat
       workers_(std::max(1, workers)),
       capacity_(static_cast<std::size_t>(std::max(1, capacity.rows))),
       capacity_bytes_(std::max<std::int64_t>(1, capacity.bytes)),
+      refill_rows_(std::max(1, capacity.refill_rows)),
       batch_max_(static_cast<std::size_t>(std::max(1, batch_max))),
       work_(std::move(work)),
       on_room_(std::move(on_room)),
@@ -93,10 +94,11 @@ std::size_t WorkerPool::QueueWhileRoom(std::vector<store::Claimed>& claimed) {
 }
 
 void WorkerPool::UpdateFillTarget() {
-  // A worker should find a whole batch of the recent size waiting.
-  const std::int64_t floor =
-      std::max(kFillFloorBytes,
-               static_cast<std::int64_t>(batch_max_) * workers_ * row_bytes_);
+  // The sweeper, woken at half the target, should claim at least
+  // refill_rows_ of the recent size, and each worker find a whole batch.
+  const std::int64_t per_refill =
+      std::max(2 * refill_rows_, static_cast<std::int64_t>(batch_max_) * workers_);
+  const std::int64_t floor = std::max(kFillFloorBytes, per_refill * row_bytes_);
   fill_bytes_ = FillTarget(drain_rate_, refill_seconds_, floor, capacity_bytes_);
 }
 

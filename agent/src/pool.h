@@ -27,6 +27,11 @@ class WorkerPool {
     // Payload and headers bytes queued; a row larger than this is still
     // taken when the queue is empty, so that it can be sent at all.
     std::int64_t bytes = 4 * 1024 * 1024;
+    // Rows one refill should bring at least (the sweeper's claim_batch):
+    // each refill is a write transaction and an fsync, which the
+    // application's own writes wait for, so a target of a few rows would
+    // trade memory for many more of them.
+    int refill_rows = 50;
   };
 
   // Runs on worker `index` with up to `batch_max` leases taken together, or
@@ -114,6 +119,7 @@ class WorkerPool {
   const int workers_;
   const std::size_t capacity_;
   const std::int64_t capacity_bytes_;
+  const std::int64_t refill_rows_;
   const std::size_t batch_max_;
   const Work work_;
   const std::function<void()> on_room_;

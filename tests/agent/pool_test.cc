@@ -139,11 +139,12 @@ TEST(WorkerPool, FillTargetCoversThreeRefillsAtTheDrainRateWithinFloorAndBound) 
 
 TEST(WorkerPool, OffersTheSweeperItsFillTargetNotTheWholeByteBound) {
   GatedWork work;
-  WorkerPool pool("t", 1, {1000, 4 * 1024 * 1024}, 1, work.Fn(), nullptr);
+  WorkerPool pool("t", 1, {1000, 4 * 1024 * 1024, /*refill_rows=*/4}, 1, work.Fn(), nullptr);
   EXPECT_TRUE(pool.TrySubmitAll({Sized(1, 16 * 1024)}).empty());
   work.WaitStarted();  // the worker holds row 1: nothing measured yet
-  // Before any measurement the target is 256 KiB: 16 rows of 16 KiB, not
-  // the 256 rows the 4 MiB bound would hold.
+  // Before any measurement the target is its floor, 256 KiB (above 2
+  // refills of 4 rows): 16 rows of 16 KiB, not the 256 rows the 4 MiB bound
+  // would hold.
   EXPECT_EQ(pool.FreeSlots(), 16);
   EXPECT_EQ(pool.FreeRoom().bytes, 256 * 1024);
   EXPECT_EQ(pool.FreeRoom().row_bytes, 16 * 1024);
@@ -162,6 +163,18 @@ TEST(WorkerPool, OffersTheSweeperItsFillTargetNotTheWholeByteBound) {
   work.Release();
   ASSERT_TRUE(pool.WaitIdle(std::chrono::steady_clock::now() + 10s));
   EXPECT_EQ(work.batches().size(), 40u);
+}
+
+TEST(WorkerPool, TheFillTargetHoldsTwoRefillsOfTheSweepersClaimSize) {
+  GatedWork work;
+  WorkerPool pool("t", 1, {1000, 4 * 1024 * 1024, /*refill_rows=*/50}, 1, work.Fn(), nullptr);
+  EXPECT_TRUE(pool.TrySubmitAll({Sized(1, 16 * 1024)}).empty());
+  work.WaitStarted();
+  // A refill of fewer rows would be a write transaction and an fsync for
+  // every few rows: 100 rows of 16 KiB (1.6 MiB) may be claimed.
+  EXPECT_EQ(pool.FreeSlots(), 100);
+  work.Release();
+  ASSERT_TRUE(pool.WaitIdle(std::chrono::steady_clock::now() + 10s));
 }
 
 TEST(WorkerPool, RefusesWhatDoesNotFitAndReturnsItInOrder) {
