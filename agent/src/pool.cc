@@ -7,24 +7,18 @@
 namespace outbox::agent {
 namespace {
 
-// The least the fill target asks for: a few large rows, or a whole row bound
-// of small ones (1 000 rows of 256 bytes), so that small messages never wait
-// for a measurement.
+// The least the fill target asks for: a whole row bound of small rows (1 000
+// of 256 bytes).
 constexpr std::int64_t kFillFloorBytes = 256 * 1024;
-// Weight of the past in the refill time: about the last 8 refills.
-constexpr double kKeep = 0.875;
-// The drain rate is measured over windows this long, each weighing half.
-constexpr auto kRateWindow = std::chrono::milliseconds(100);
 
 }  // namespace
 
-std::int64_t WorkerPool::FillTarget(double drain_rate, double refill_seconds, std::int64_t floor,
-                                    std::int64_t bound) {
-  floor = std::min(floor, bound);
-  if (drain_rate <= 0 || refill_seconds <= 0) return floor;
-  const double wanted = 3.0 * drain_rate * refill_seconds;
-  if (wanted >= static_cast<double>(bound)) return bound;
-  return std::max(floor, static_cast<std::int64_t>(wanted));
+std::int64_t WorkerPool::FillTarget(std::int64_t row_bytes, int refill_rows, int workers,
+                                    int batch_max, std::int64_t bound) {
+  const std::int64_t rows =
+      std::max<std::int64_t>(2 * static_cast<std::int64_t>(refill_rows),
+                             static_cast<std::int64_t>(workers) * batch_max);
+  return std::min(bound, std::max(kFillFloorBytes, rows * std::max<std::int64_t>(0, row_bytes)));
 }
 
 WorkerPool::WorkerPool(std::string name, int workers, Capacity capacity, int batch_max, Work work,
@@ -37,7 +31,6 @@ WorkerPool::WorkerPool(std::string name, int workers, Capacity capacity, int bat
       batch_max_(static_cast<std::size_t>(std::max(1, batch_max))),
       work_(std::move(work)),
       on_room_(std::move(on_room)),
-      window_at_(std::chrono::steady_clock::now()),
       fill_bytes_(std::min(kFillFloorBytes, capacity_bytes_)) {
   threads_.reserve(static_cast<std::size_t>(workers_));
   for (int i = 0; i < workers_; ++i) {
@@ -76,30 +69,14 @@ std::size_t WorkerPool::QueueWhileRoom(std::vector<store::Claimed>& claimed) {
     // sizes within a claim or two.
     const std::int64_t mean = taken_bytes / static_cast<std::int64_t>(taken);
     row_bytes_ = row_bytes_ == 0 ? mean : (row_bytes_ + mean) / 2;
-    if (room_at_) {
-      const double refill =
-          std::chrono::duration<double>(std::chrono::steady_clock::now() - *room_at_).count();
-      // One stall (the sweeper held up behind a long write) moves the
-      // estimate at most fourfold: a queue sized for it would hold most of
-      // the byte bound every time.
-      const double sample = refill_seconds_ == 0 ? refill : std::min(refill, 4 * refill_seconds_);
-      refill_seconds_ =
-          refill_seconds_ == 0 ? sample : kKeep * refill_seconds_ + (1 - kKeep) * sample;
-      room_at_.reset();
-    }
-    refused_ = false;
     UpdateFillTarget();
   }
   return taken;
 }
 
 void WorkerPool::UpdateFillTarget() {
-  // The sweeper, woken at half the target, should claim at least
-  // refill_rows_ of the recent size, and each worker find a whole batch.
-  const std::int64_t per_refill =
-      std::max(2 * refill_rows_, static_cast<std::int64_t>(batch_max_) * workers_);
-  const std::int64_t floor = std::max(kFillFloorBytes, per_refill * row_bytes_);
-  fill_bytes_ = FillTarget(drain_rate_, refill_seconds_, floor, capacity_bytes_);
+  fill_bytes_ = FillTarget(row_bytes_, refill_rows_, workers_, static_cast<int>(batch_max_),
+                           capacity_bytes_);
 }
 
 std::vector<store::Claimed> WorkerPool::TrySubmitAll(std::vector<store::Claimed> claimed) {
@@ -154,10 +131,7 @@ int WorkerPool::FreeSlots() const {
 int WorkerPool::FreeSlotsLocked() const {
   if (stopping_) return 0;
   const auto rows = static_cast<std::int64_t>(capacity_ - std::min(capacity_, queue_.size()));
-  if (rows == 0 || (!queue_.empty() && queued_bytes_ >= fill_bytes_)) {
-    refused_ = true;  // the sweeper now waits for room: a refill starts then
-    return 0;
-  }
+  if (rows == 0 || (!queue_.empty() && queued_bytes_ >= fill_bytes_)) return 0;
   if (row_bytes_ <= 0) return static_cast<int>(rows);
   // Rows of the size seen lately up to the fill target: more would hold
   // payloads in memory that the workers do not need before the next refill
@@ -221,7 +195,6 @@ void WorkerPool::Loop(int index) {
       batch.clear();
       for (std::size_t i = 0; i < n; ++i) {
         queued_bytes_ -= BytesOf(queue_.front().claimed);
-        window_bytes_ += BytesOf(queue_.front().claimed);
         batch.push_back(std::move(queue_.front().claimed));
         queue_.pop_front();
       }
@@ -232,19 +205,7 @@ void WorkerPool::Loop(int index) {
     {
       std::lock_guard lock(mutex_);
       --running_;
-      const auto finished = std::chrono::steady_clock::now();
-      if (finished - window_at_ >= kRateWindow) {
-        // An idle spell inside the window lowers the rate: the target then
-        // shrinks to what the traffic of the moment needs.
-        const double rate = static_cast<double>(window_bytes_) /
-                            std::chrono::duration<double>(finished - window_at_).count();
-        drain_rate_ = drain_rate_ == 0 ? rate : (drain_rate_ + rate) / 2;
-        window_bytes_ = 0;
-        window_at_ = finished;
-        UpdateFillTarget();
-      }
       room = !stopping_ && queue_.size() <= capacity_ / 2 && queued_bytes_ <= fill_bytes_ / 2;
-      if (room && refused_ && !room_at_) room_at_ = finished;
     }
     idle_.notify_all();
     if (room && on_room_) on_room_();

@@ -6,7 +6,6 @@
 #include <deque>
 #include <functional>
 #include <mutex>
-#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -19,7 +18,7 @@ namespace outbox::agent {
 // bounded in rows and in bytes. TrySubmitAll never blocks: a full pool says
 // no and the caller reverts the claim. The byte bound is a limit, not a fill
 // level: FreeSlots offers the sweeper only what keeps the workers busy until
-// its next refill (see FillTarget). Thread-safe; owns and joins its threads.
+// its next refill (FillTarget). Thread-safe; owns and joins its threads.
 class WorkerPool {
  public:
   struct Capacity {
@@ -27,10 +26,8 @@ class WorkerPool {
     // Payload and headers bytes queued; a row larger than this is still
     // taken when the queue is empty, so that it can be sent at all.
     std::int64_t bytes = 4 * 1024 * 1024;
-    // Rows one refill should bring at least (the sweeper's claim_batch):
-    // each refill is a write transaction and an fsync, which the
-    // application's own writes wait for, so a target of a few rows would
-    // trade memory for many more of them.
+    // Rows one refill of the sweeper should bring at least (its
+    // claim_batch); see FillTarget.
     int refill_rows = 50;
   };
 
@@ -76,15 +73,13 @@ class WorkerPool {
   Room FreeRoom() const;
 
   // The bytes the queue aims to hold when the sweeper refills it (its high
-  // watermark): what the workers took lately (`drain_rate`, bytes per second
-  // of wall time) during three refills (`refill_seconds`: from the room
-  // signal at half the target to the claimed rows arriving). The half left
-  // at the signal then lasts one and a half refills; and while the workers
-  // wait for rows the target grows by half each time the rate is measured,
-  // until they no longer wait. Never below `floor` nor above `bound`;
-  // `floor` while the rate or the refill time is unknown (0).
-  static std::int64_t FillTarget(double drain_rate, double refill_seconds, std::int64_t floor,
-                                 std::int64_t bound);
+  // watermark; the sweeper is woken again at half of it): two claims of
+  // `refill_rows` rows and a batch for each worker, at `row_bytes` per row,
+  // at least 256 KiB; never above `bound`. Each refill is a write
+  // transaction and an fsync, which the application's own writes wait for:
+  // fewer rows per refill would trade memory for many more of them.
+  static std::int64_t FillTarget(std::int64_t row_bytes, int refill_rows, int workers,
+                                 int batch_max, std::int64_t bound);
 
   // Refuses further submissions and returns the queued leases nobody started.
   std::vector<store::Claimed> StopIntake();
@@ -112,14 +107,14 @@ class WorkerPool {
   static std::int64_t BytesOf(const store::Claimed& claimed);
   // Under mutex_.
   int FreeSlotsLocked() const;
-  // Under mutex_: fill_bytes_ from the latest measurements.
+  // Under mutex_: fill_bytes_ at the recent row size.
   void UpdateFillTarget();
 
   const std::string name_;
   const int workers_;
   const std::size_t capacity_;
   const std::int64_t capacity_bytes_;
-  const std::int64_t refill_rows_;
+  const int refill_rows_;
   const std::size_t batch_max_;
   const Work work_;
   const std::function<void()> on_room_;
@@ -131,18 +126,6 @@ class WorkerPool {
   std::int64_t queued_bytes_ = 0;     // guarded by mutex_
   std::int64_t row_bytes_ = 0;        // recent bytes per row (0: none seen); guarded by mutex_
   int running_ = 0;                   // guarded by mutex_
-  // Bytes the workers took from the queue per second of wall time, over
-  // windows of kRateWindow (0: none measured yet); guarded by mutex_.
-  double drain_rate_ = 0;
-  std::int64_t window_bytes_ = 0;                    // guarded by mutex_
-  std::chrono::steady_clock::time_point window_at_;  // guarded by mutex_
-  // Recent time from a room signal to the sweeper's refill (0: none seen);
-  // guarded by mutex_.
-  double refill_seconds_ = 0;
-  // FreeSlots said 0 since the last submission, and when the queue then fell
-  // to half its target: the start of a refill; guarded by mutex_.
-  mutable bool refused_ = false;
-  std::optional<std::chrono::steady_clock::time_point> room_at_;
   std::int64_t fill_bytes_;  // the high watermark in bytes; guarded by mutex_
   bool stopping_ = false;             // guarded by mutex_
   std::vector<std::thread> threads_;  // joined by Join()

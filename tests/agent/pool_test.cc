@@ -116,35 +116,36 @@ TEST(WorkerPool, OffersOnlyTheRowsOfRecentSizeThatFitTheByteBound) {
   EXPECT_EQ(pool.FreeSlots(), 10);
 }
 
-TEST(WorkerPool, FillTargetCoversThreeRefillsAtTheDrainRateWithinFloorAndBound) {
-  constexpr std::int64_t kFloor = 256 * 1024, kBound = 4 * 1024 * 1024;
+TEST(WorkerPool, FillTargetHoldsTwoRefillsAndABatchPerWorkerWithinFloorAndBound) {
+  constexpr std::int64_t kKiB = 1024, kBound = 4 * 1024 * kKiB;
   struct Case {
-    double rate;    // bytes per second
-    double refill;  // seconds
+    std::int64_t row_bytes;
+    int refill_rows, workers, batch_max;
     std::int64_t want;
   };
   for (const Case& c : {
-           Case{0, 0.005, kFloor},             // nothing measured yet
-           Case{50e6, 0, kFloor},              // no refill seen yet
-           Case{10e6, 0.002, kFloor},          // 60 kB: the floor
-           Case{50e6, 0.004, 600'000},         // 3 × 50 MB/s × 4 ms
-           Case{200e6, 0.010, kBound},         // 6 MB: the bound
+           Case{0, 50, 2, 1, 256 * kKiB},              // no row seen yet: the floor
+           Case{256, 50, 8, 1, 256 * kKiB},            // small rows: the floor (1 000 rows)
+           Case{16 * kKiB, 50, 2, 1, 1600 * kKiB},     // 2 refills of 50 rows of 16 KiB
+           Case{16 * kKiB, 50, 2, 100, 3200 * kKiB},   // a batch of 100 per worker
+           Case{64 * kKiB, 50, 2, 1, kBound},          // 6.4 MB: the bound
        }) {
-    EXPECT_EQ(WorkerPool::FillTarget(c.rate, c.refill, kFloor, kBound), c.want)
-        << c.rate << " B/s, " << c.refill << " s";
+    EXPECT_EQ(WorkerPool::FillTarget(c.row_bytes, c.refill_rows, c.workers, c.batch_max, kBound),
+              c.want)
+        << c.row_bytes << " B/row, " << c.refill_rows << " rows/refill, " << c.workers
+        << " workers × " << c.batch_max;
   }
   // A bound below the floor wins.
-  EXPECT_EQ(WorkerPool::FillTarget(0, 0, kFloor, 1000), 1000);
+  EXPECT_EQ(WorkerPool::FillTarget(0, 50, 2, 1, 1000), 1000);
 }
 
 TEST(WorkerPool, OffersTheSweeperItsFillTargetNotTheWholeByteBound) {
   GatedWork work;
   WorkerPool pool("t", 1, {1000, 4 * 1024 * 1024, /*refill_rows=*/4}, 1, work.Fn(), nullptr);
   EXPECT_TRUE(pool.TrySubmitAll({Sized(1, 16 * 1024)}).empty());
-  work.WaitStarted();  // the worker holds row 1: nothing measured yet
-  // Before any measurement the target is its floor, 256 KiB (above 2
-  // refills of 4 rows): 16 rows of 16 KiB, not the 256 rows the 4 MiB bound
-  // would hold.
+  work.WaitStarted();  // the worker holds row 1
+  // The target is its floor, 256 KiB (more than 2 refills of 4 rows): 16
+  // rows of 16 KiB, not the 256 rows the 4 MiB bound would hold.
   EXPECT_EQ(pool.FreeSlots(), 16);
   EXPECT_EQ(pool.FreeRoom().bytes, 256 * 1024);
   EXPECT_EQ(pool.FreeRoom().row_bytes, 16 * 1024);
