@@ -74,8 +74,8 @@ class WorkerPool {
 
   // The bytes the queue aims to hold when the sweeper refills it (its high
   // watermark; the sweeper is woken again at half of it): two claims of
-  // `refill_rows` rows and a batch for each worker, at `row_bytes` per row,
-  // at least 256 KiB; never above `bound`. Each refill is a write
+  // `refill_rows` rows or a batch for each worker, whichever is more, at
+  // `row_bytes` per row, at least 256 KiB; never above `bound`. Each refill is a write
   // transaction and an fsync, which the application's own writes wait for:
   // fewer rows per refill would trade memory for many more of them.
   static std::int64_t FillTarget(std::int64_t row_bytes, int refill_rows, int workers,
