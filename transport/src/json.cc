@@ -153,6 +153,8 @@ std::size_t ScanString(std::string_view text, std::size_t at) {
       at += 2;
     } else if (c < 0x20) {
       return kNo;  // a raw control character: not JSON
+    } else if (c < 0x80) {
+      ++at;
     } else {
       const std::size_t length = util::Utf8SequenceAt(text, at);
       if (length == 0) return kNo;
