@@ -286,6 +286,41 @@ TEST_F(EndpointTest, SendsTheContractHeadersAndNoRowOverrides) {
   EXPECT_TRUE(request.Header("User-Agent").starts_with("edge-outbox/"));
 }
 
+TEST_F(EndpointTest, AConfiguredUserAgentReplacesTheDefaultOne) {
+  EndpointOptions options = OptionsFor("/ok");
+  options.headers = {{"User-Agent", "probe/1"}};
+  Endpoint endpoint(options);
+  ASSERT_EQ(endpoint.Push(MessageWith("{}")).outcome, Outcome::kDelivered);
+
+  const RecordedRequest request = server_.requests().at(0);
+  EXPECT_EQ(request.headers.count("User-Agent"), 1u);
+  EXPECT_EQ(request.Header("User-Agent"), "probe/1");
+}
+
+// The connection reuses its header lines from request to request: a shorter
+// request after a longer one carries none of the longer one's lines.
+TEST_F(EndpointTest, ARequestCarriesOnlyItsOwnRowHeaders) {
+  Endpoint endpoint(OptionsFor("/ok"));
+  const Headers many = {{"X-One", "1"}, {"X-Two", "2"}, {"X-Three", "3"}};
+  const Headers one = {{"X-Four", "4"}};
+  ASSERT_EQ(endpoint.Push(MessageWith("{}", many)).outcome, Outcome::kDelivered);
+  ASSERT_EQ(endpoint.Push(MessageWith("{}", one)).outcome, Outcome::kDelivered);
+  ASSERT_EQ(endpoint.Push(MessageWith("{}")).outcome, Outcome::kDelivered);
+
+  const std::vector<RecordedRequest> requests = server_.requests();
+  ASSERT_EQ(requests.size(), 3u);
+  EXPECT_EQ(requests[0].Header("X-Three"), "3");
+  EXPECT_FALSE(requests[1].Has("X-One"));
+  EXPECT_FALSE(requests[1].Has("X-Three"));
+  EXPECT_EQ(requests[1].Header("X-Four"), "4");
+  EXPECT_FALSE(requests[2].Has("X-Four"));
+  for (const RecordedRequest& request : requests) {
+    EXPECT_EQ(request.headers.count("User-Agent"), 1u);
+    EXPECT_EQ(request.headers.count("Idempotency-Key"), 1u);
+    EXPECT_FALSE(request.Has("Expect"));
+  }
+}
+
 TEST_F(EndpointTest, SignatureVerifiesWithTheSpecificationsAlgorithm) {
   EndpointOptions options = OptionsFor("/ok");
   options.signing_secrets = {"whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw",

@@ -43,29 +43,9 @@ struct EasyDeleter {
 struct MultiDeleter {
   void operator()(CURLM* multi) const { curl_multi_cleanup(multi); }
 };
-struct SlistDeleter {
-  void operator()(curl_slist* list) const { curl_slist_free_all(list); }
+struct UrlDeleter {
+  void operator()(CURLU* url) const { curl_url_cleanup(url); }
 };
-using HeaderList = std::unique_ptr<curl_slist, SlistDeleter>;
-
-HeaderList ToCurlHeaders(const Headers& headers) {
-  HeaderList list;
-  const auto append = [&list](const std::string& line) {
-    curl_slist* grown = curl_slist_append(list.get(), line.c_str());
-    if (grown == nullptr) throw std::bad_alloc();
-    list.release();
-    list.reset(grown);
-  };
-  for (const auto& [name, value] : headers) {
-    // "Name;" is libcurl's spelling of a header with an empty value.
-    append(value.empty() ? name + ";" : name + ": " + value);
-  }
-  // An empty "Expect:" stops libcurl from waiting for 100-continue before
-  // sending a larger body: one round trip saved per request.
-  append("Expect:");
-  return list;
-}
-
 // A response body as one line of text: control bytes become spaces.
 std::string OneLine(std::string_view body) {
   std::string text(body);
@@ -87,13 +67,62 @@ void ReplaceAll(std::string& text, std::string_view what, std::string_view with)
 // A kept-alive connection: one easy handle and the multi handle driving it.
 // Owned by the pool; used by one call at a time.
 struct Connection {
+  // The endpoint's URL parsed once (CURLOPT_CURLU): given only the string,
+  // libcurl parses it again for every request. Declared first so that it
+  // outlives the easy handle reading it.
+  std::unique_ptr<CURLU, UrlDeleter> url;
   std::unique_ptr<CURL, EasyDeleter> easy;
   std::unique_ptr<CURLM, MultiDeleter> multi;
   // The start of the current response body, up to the configured cap.
   std::string body_excerpt;
   std::size_t excerpt_cap = 0;
   std::array<char, CURL_ERROR_SIZE> error{};
+  // The current request's header lines and the list libcurl reads them
+  // through, both reused from request to request: building the list costs
+  // no allocation once the lines have grown to their usual length.
+  std::vector<std::string> header_lines;
+  std::vector<curl_slist> header_nodes;
 };
+
+constexpr std::string_view kUserAgentLine = "User-Agent: edge-outbox/" OUTBOX_VERSION;
+
+// Points connection.header_nodes at `headers` as libcurl's header lines and
+// returns the list's head. The User-Agent goes in as one more line rather
+// than CURLOPT_USERAGENT, which libcurl would format anew for every request;
+// a configured or row User-Agent header replaces it.
+curl_slist* HeaderListFor(Connection& connection, const Headers& headers) {
+  std::vector<std::string>& lines = connection.header_lines;
+  std::size_t count = 0;
+  const auto next_line = [&lines, &count]() -> std::string& {
+    if (lines.size() == count) lines.emplace_back();
+    return lines[count++];
+  };
+  bool has_user_agent = false;
+  for (const auto& [name, value] : headers) {
+    has_user_agent = has_user_agent || internal::EqualsIgnoreCase(name, "User-Agent");
+    std::string& line = next_line();
+    line.assign(name);
+    // "Name;" is libcurl's spelling of a header with an empty value.
+    if (value.empty()) {
+      line += ';';
+    } else {
+      line.append(": ").append(value);
+    }
+  }
+  if (!has_user_agent) next_line().assign(kUserAgentLine);
+  // An empty "Expect:" stops libcurl from waiting for 100-continue before
+  // sending a larger body: one round trip saved per request.
+  next_line().assign("Expect:");
+  std::vector<curl_slist>& nodes = connection.header_nodes;
+  nodes.resize(count);
+  for (std::size_t i = 0; i < count; ++i) {
+    nodes[i].data = lines[i].data();
+    nodes[i].next = i + 1 < count ? &nodes[i + 1] : nullptr;
+  }
+  return nodes.data();
+}
+
+
 
 // CURLOPT_WRITEFUNCTION. Keeps the start of the body for Result::error and
 // reads (and drops) the rest, so the connection stays reusable.
@@ -138,8 +167,9 @@ class Endpoint::Impl {
 
   const EndpointOptions& options() const { return options_; }
 
-  // Compresses `body` when the options say so, then sends it.
-  Result Post(std::string body, Headers headers);
+  // Compresses `body` when the options say so, then sends it. `body` is a
+  // view: a plain message's payload goes out without a copy.
+  Result Post(std::string_view body, Headers headers);
 
   Result Send(std::string_view body, const Headers& headers);
 
@@ -210,7 +240,14 @@ std::unique_ptr<Connection> Endpoint::Impl::NewConnection() const {
   auto connection = std::make_unique<Connection>();
   connection->easy.reset(curl_easy_init());
   connection->multi.reset(curl_multi_init());
-  if (!connection->easy || !connection->multi) throw std::bad_alloc();
+  connection->url.reset(curl_url());
+  if (!connection->easy || !connection->multi || !connection->url) throw std::bad_alloc();
+  // Parsed as Validate parsed it, so it cannot fail here but for memory.
+  if (const CURLUcode code =
+          curl_url_set(connection->url.get(), CURLUPART_URL, options_.url.c_str(), 0);
+      code != CURLUE_OK) {
+    throw std::runtime_error(std::string("libcurl rejected url: ") + curl_url_strerror(code));
+  }
   // Room for a secret straddling the cut, so Redact can still recognise it.
   connection->excerpt_cap =
       std::max(options_.max_error_body_bytes + longest_secret_, options_.response_body_bytes);
@@ -226,7 +263,7 @@ std::unique_ptr<Connection> Endpoint::Impl::NewConnection() const {
                                curl_easy_strerror(code));
     }
   };
-  set(CURLOPT_URL, options_.url.c_str(), "url");
+  set(CURLOPT_CURLU, connection->url.get(), "url");
   set(CURLOPT_NOSIGNAL, 1L, "CURLOPT_NOSIGNAL");  // no SIGALRM in a threaded process
   set(CURLOPT_POST, 1L, "CURLOPT_POST");
   set(CURLOPT_PROTOCOLS_STR, "http,https", "CURLOPT_PROTOCOLS_STR");
@@ -240,7 +277,6 @@ std::unique_ptr<Connection> Endpoint::Impl::NewConnection() const {
   // take many seconds; this lets libcurl's resolver thread finish and clean
   // up on its own, so AbortAll and the timeouts stay prompt.
   set(CURLOPT_QUICK_EXIT, 1L, "CURLOPT_QUICK_EXIT");
-  set(CURLOPT_USERAGENT, "edge-outbox/" OUTBOX_VERSION, "CURLOPT_USERAGENT");
   set(CURLOPT_ERRORBUFFER, connection->error.data(), "CURLOPT_ERRORBUFFER");
   set(CURLOPT_WRITEFUNCTION, &OnResponseBody, "CURLOPT_WRITEFUNCTION");
   set(CURLOPT_WRITEDATA, static_cast<void*>(connection.get()), "CURLOPT_WRITEDATA");
@@ -320,12 +356,11 @@ Result Endpoint::Impl::Send(std::string_view body, const Headers& headers) {
   if (aborted_.load()) {
     result.error = "aborted";
   } else {
-    const HeaderList header_list = ToCurlHeaders(headers);
     const Lease connection(*this);
     CURL* easy = connection->easy.get();
     connection->body_excerpt.clear();
     connection->error[0] = '\0';
-    curl_easy_setopt(easy, CURLOPT_HTTPHEADER, header_list.get());
+    curl_easy_setopt(easy, CURLOPT_HTTPHEADER, HeaderListFor(*connection, headers));
     curl_easy_setopt(easy, CURLOPT_POSTFIELDS, body.data());
     curl_easy_setopt(easy, CURLOPT_POSTFIELDSIZE_LARGE, static_cast<curl_off_t>(body.size()));
 
@@ -341,7 +376,10 @@ Result Endpoint::Impl::Send(std::string_view body, const Headers& headers) {
       curl_easy_getinfo(easy, CURLINFO_RESPONSE_CODE, &status);
       std::string_view retry_after;
       curl_header* header = nullptr;
-      if (curl_easy_header(easy, "Retry-After", 0, CURLH_HEADER, -1, &header) == CURLHE_OK) {
+      // Only a failed exchange can be told when to come back; a delivered
+      // message skips the walk over the response's headers.
+      if ((status < 200 || status > 299) &&
+          curl_easy_header(easy, "Retry-After", 0, CURLH_HEADER, -1, &header) == CURLHE_OK) {
         retry_after = header->value;
       }
       result = Classify(code, status, retry_after, util::NowMs(), options_.max_retry_after_ms);
@@ -367,13 +405,15 @@ Result Endpoint::Impl::Send(std::string_view body, const Headers& headers) {
   return result;
 }
 
-Result Endpoint::Impl::Post(std::string body, Headers headers) {
+Result Endpoint::Impl::Post(std::string_view body, Headers headers) {
   const bool compress = options_.compression == Compression::kGzip &&
                         body.size() >= options_.compress_min_bytes;
+  std::string compressed;
   if (compress) {
     // The signature in `headers` was made over the uncompressed body: the
     // receiver checks it after decoding, as Standard Webhooks expects.
-    body = internal::Gzip(body);
+    compressed = internal::Gzip(body);
+    body = compressed;
     headers.emplace_back("Content-Encoding", "gzip");
   }
   Result result = Send(body, headers);
@@ -427,16 +467,24 @@ const EndpointOptions& Endpoint::options() const { return impl_->options(); }
 
 Result Endpoint::Push(const Message& message) {
   const EndpointOptions& options = impl_->options();
-  std::string body;
+  // Only a structured CloudEvent wraps the payload; otherwise the payload is
+  // the body as it is and is sent from the row without a copy.
+  std::string envelope;
+  std::string_view body = message.payload;
   Headers headers;
   try {
-    body = BuildBody(options, message);
-    headers = BuildHeaders(options, message, body, util::NowMs() / 1000);
+    if (options.cloudevents == CloudEventsMode::kStructured) {
+      envelope = BuildBody(options, message);
+      body = envelope;
+    }
+    // The clock is read only for what uses it: the webhook timestamp.
+    const std::int64_t now_s = options.signing_secrets.empty() ? 0 : util::NowMs() / 1000;
+    headers = BuildHeaders(options, message, body, now_s);
   } catch (const std::invalid_argument& error) {
     // A malformed row is the message's own fault; no request is made.
     return impl_->MessageFailureWithoutIo(error.what());
   }
-  return impl_->Post(std::move(body), std::move(headers));
+  return impl_->Post(body, std::move(headers));
 }
 
 Result Endpoint::PushBatch(std::span<const Message> messages) {
@@ -463,7 +511,7 @@ Result Endpoint::PushBatch(std::span<const Message> messages) {
   } catch (const std::invalid_argument& error) {
     return impl_->MessageFailureWithoutIo(error.what());
   }
-  return impl_->Post(std::move(body), std::move(headers));
+  return impl_->Post(body, std::move(headers));
 }
 
 void Endpoint::AbortAll() { impl_->AbortAll(); }

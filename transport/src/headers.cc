@@ -98,6 +98,7 @@ Headers BuildHeaders(const EndpointOptions& options, const Message& message, std
   CheckHeaderValue(message.id, "id");
 
   Headers headers;
+  headers.reserve(2 + options.headers.size() + message.headers.size());
   const std::string_view content_type = internal::ContentTypeOf(options, message);
   headers.emplace_back("Content-Type", options.cloudevents == CloudEventsMode::kStructured
                                            ? "application/cloudevents+json"
