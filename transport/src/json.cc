@@ -209,7 +209,7 @@ std::size_t ScanValue(std::string_view text, std::size_t at) {
 bool IsMinimalJson(std::string_view text) {
   // Open containers, innermost last; deeper documents take the full parse.
   constexpr std::size_t kMaxDepth = 64;
-  char open[kMaxDepth];
+  char opened[kMaxDepth];
   std::size_t depth = 0;
   std::size_t at = 0;
   for (;;) {
@@ -217,12 +217,12 @@ bool IsMinimalJson(std::string_view text) {
     if (at >= text.size()) return false;
     if (text[at] == '{' || text[at] == '[') {
       if (depth == kMaxDepth) return false;
-      open[depth++] = text[at++];
-      const char close = open[depth - 1] == '{' ? '}' : ']';
-      if (at < text.size() && text[at] == close) {
+      opened[depth++] = text[at++];
+      const char closing = opened[depth - 1] == '{' ? '}' : ']';
+      if (at < text.size() && text[at] == closing) {
         --depth;
         ++at;
-      } else if (open[depth - 1] == '{') {
+      } else if (opened[depth - 1] == '{') {
         if (at >= text.size() || text[at] != '"') return false;
         at = ScanString(text, at);
         if (at == kNo || at >= text.size() || text[at] != ':') return false;
@@ -239,7 +239,7 @@ bool IsMinimalJson(std::string_view text) {
     for (;;) {
       if (depth == 0) return at == text.size();
       if (at >= text.size()) return false;
-      const char inner = open[depth - 1];
+      const char inner = opened[depth - 1];
       if (text[at] == (inner == '{' ? '}' : ']')) {
         --depth;
         ++at;
