@@ -213,11 +213,11 @@ void DeliveryWorker::FinishDelivered(Route& route, std::span<Loaded> items,
     rt_.log->info("breaker closed for endpoint {}: it answers again", route.breaker->endpoint());
     rt_.wakeup.Notify();  // the backlog may go now, not at the next sweep
   }
-  // An acknowledged batch without hooks or ordering is one writer task:
-  // completions write state only (the payload lives in outbox_payload), so
-  // even a large batch is a small transaction, and one task instead of one
-  // per row saves the writer a function call, a queue entry and a wake-up
-  // check per message (benchmark figure 3, batch mode).
+  // An acknowledged batch without hooks or ordering is one writer task and
+  // one statement: completions write state only (the payload lives in
+  // outbox_payload), so even a large batch is a small transaction, and one
+  // statement instead of one per row saves the writer about 40 % of a
+  // completion's cost (benchmark figure 3, batch mode).
   const bool one_task = items.size() > 1 && !(route.hooks && route.hooks->on_delivered) &&
                         !(dispatcher_ != nullptr && route.options.ordering.by_key);
   std::vector<store::Lease> leases;
@@ -259,7 +259,7 @@ void DeliveryWorker::FinishDelivered(Route& route, std::span<Loaded> items,
   }
   if (one_task) {
     rt_.writer->Submit({[leases = std::move(leases), now](store::Store& s) {
-                          for (const store::Lease& lease : leases) s.Complete(lease, now);
+                          s.CompleteAll(leases, now);
                         },
                         {},
                         /*deferrable=*/true});

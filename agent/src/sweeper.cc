@@ -204,7 +204,8 @@ std::vector<store::Claimed> Sweeper::ClaimDue(const std::string& topic, int& wan
         while (static_cast<int>(claimed.size()) < want) {
           const int limit = std::min(statement_rows, want - static_cast<int>(claimed.size()));
           std::vector<store::Claimed> more =
-              s.ClaimDue(topic, rt_.owner, rt_.LeaseUntil(now), now, limit);
+              s.ClaimDue(topic, rt_.owner, rt_.LeaseUntil(now), now, limit,
+                         /*quarantined_only=*/false, store::Store::ClaimSync::kByCaller);
           for (const store::Claimed& c : more) {
             const std::size_t headers = c.row.headers_json ? c.row.headers_json->size() : 0;
             bytes += static_cast<std::int64_t>(c.row.payload.size() + headers);
@@ -221,7 +222,7 @@ std::vector<store::Claimed> Sweeper::ClaimDue(const std::string& topic, int& wan
         }
       });
       if (filled) want = static_cast<int>(claimed.size());
-      return claimed;
+      break;
     } catch (const store::StoreError& e) {
       // A claim writes each row's page into the WAL (the state only; the
       // payload lives in outbox_payload): on a nearly full disk a smaller
@@ -230,6 +231,13 @@ std::vector<store::Claimed> Sweeper::ClaimDue(const std::string& topic, int& wan
       want = std::max(1, want / 4);
     }
   }
+  // The claim's fsync, here rather than in the writer's commit: the writer
+  // goes on with completions meanwhile (on this disk an fsync took about as
+  // long as delivering a batch of 100; benchmark figure 3, batch mode).
+  // Nothing claimed is dispatched before it; if it fails, the rows stay in
+  // flight until their lease expires, as after a failed fsync in a commit.
+  if (!claimed.empty()) reader_->SyncLogForClaims();
+  return claimed;
 }
 
 void Sweeper::PumpPass() {

@@ -736,6 +736,17 @@ inline constexpr char kComplete[] =
     "UPDATE outbox SET status = 1, delivered_at = ?3, lease_owner = NULL, lease_expires_at = NULL,"
     " quarantined = 0, last_error = NULL, updated_at = ?3"
     " WHERE id = ?1 AND status = 3 AND lease_token = ?2";
+// kComplete for many leases in one statement: one statement journal, one
+// halt and one step instead of one per row (an acknowledged batch). ?1 is a
+// JSON object {"id": token, ...}. "+status" keeps the planner off
+// outbox_claim's (status = 3) range, which would walk every row in flight:
+// each lease is one rowid seek.
+// ?1 leases, ?2 now
+inline constexpr char kCompleteMany[] =
+    "UPDATE outbox SET status = 1, delivered_at = ?2, lease_owner = NULL, lease_expires_at = NULL,"
+    " quarantined = 0, last_error = NULL, updated_at = ?2"
+    " FROM (SELECT CAST(key AS INTEGER) AS id, value AS token FROM json_each(?1)) AS l"
+    " WHERE outbox.id = l.id AND +outbox.status = 3 AND outbox.lease_token = l.token";
 
 // ?1 id, ?2 token, ?3 now, ?4 attempts increment, ?5 next_attempt_at, ?6 error
 inline constexpr char kReschedule[] =

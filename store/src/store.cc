@@ -203,14 +203,16 @@ struct Store::Impl {
   // fsync of the log here covers them too: a claimed (hence sent) row exists
   // after any power cut. With FULL the COMMIT already did this; OFF asked for
   // no fsync at all.
-  void SyncLogForClaims() {
-    if (!options.durable_claims || options.synchronous != Synchronous::kNormal) return;
+  // False when this connection has no log file open (an in-memory database,
+  // or a connection that has not read yet), true otherwise.
+  bool SyncLogForClaims() {
+    if (!options.durable_claims || options.synchronous != Synchronous::kNormal) return true;
     sqlite3_file* log = nullptr;
     // The pager's journal pointer is the WAL file in WAL mode.
     if (sqlite3_file_control(db->getHandle(), "main", SQLITE_FCNTL_JOURNAL_POINTER, &log) !=
             SQLITE_OK ||
         log == nullptr || log->pMethods == nullptr) {
-      return;  // no log file open (an in-memory database)
+      return false;
     }
     const int rc = log->pMethods->xSync(log, SQLITE_SYNC_NORMAL);
     if (rc != SQLITE_OK) {
@@ -218,6 +220,7 @@ struct Store::Impl {
                            sqlite3_errstr(rc) + ")",
                        rc);
     }
+    return true;
   }
 
   // Runs `body` in a write transaction of its own unless one is open.
@@ -428,7 +431,7 @@ std::optional<Claimed> Store::ClaimById(std::int64_t id, std::string_view owner,
 
 std::vector<Claimed> Store::ClaimDue(std::string_view topic, std::string_view owner,
                                      std::int64_t lease_expires_at, std::int64_t now, int limit,
-                                     bool quarantined_only) {
+                                     bool quarantined_only, ClaimSync sync) {
   if (limit < 1) throw std::invalid_argument("limit: expected a positive integer");
   return Wrap("claim due rows", [&] {
     const std::string topic_text(topic);
@@ -448,8 +451,22 @@ std::vector<Claimed> Store::ClaimDue(std::string_view topic, std::string_view ow
     // the closest cheap approximation of (next_attempt_at, id).
     std::sort(claimed.begin(), claimed.end(),
               [](const Claimed& a, const Claimed& b) { return a.lease.id < b.lease.id; });
-    impl_->ClaimsMade(claimed.size());
+    if (sync == ClaimSync::kStore) impl_->ClaimsMade(claimed.size());
     return claimed;
+  });
+}
+
+void Store::SyncLogForClaims() {
+  Wrap("make claims durable", [&] {
+    if (!impl_->SyncLogForClaims() && !IsMemoryPath(impl_->options.path)) {
+      // A connection opens its handle of the log with its first read.
+      impl_->db->exec("SELECT 1 FROM outbox_meta LIMIT 1");
+      if (!impl_->SyncLogForClaims()) {
+        throw StoreError(impl_->options.path +
+                             ": no write-ahead log to fsync after a claim (not in WAL mode?)",
+                         SQLITE_CANTOPEN);
+      }
+    }
   });
 }
 
@@ -584,6 +601,27 @@ int Store::ParkBehindDeadHeads(std::string_view topic, std::int64_t now) {
 
 bool Store::Complete(const Lease& lease, std::int64_t now) {
   return Wrap("complete", [&] { return impl_->Transition(sql::kComplete, lease, now); });
+}
+
+int Store::CompleteAll(std::span<const Lease> leases, std::int64_t now) {
+  if (leases.empty()) return 0;
+  std::string json;
+  json.reserve(leases.size() * 24 + 2);
+  json += '{';
+  for (const Lease& lease : leases) {
+    if (json.size() > 1) json += ',';
+    json += '"';
+    json += std::to_string(lease.id);
+    json += "\":";
+    json += std::to_string(lease.token);
+  }
+  json += '}';
+  return Wrap("complete", [&] {
+    StatementUse q(impl_->Prepare(sql::kCompleteMany));
+    q->bind(1, json);
+    q->bind(2, now);
+    return q->exec();
+  });
 }
 
 bool Store::Reschedule(const Lease& lease, bool count_attempt, std::int64_t next_attempt_at,

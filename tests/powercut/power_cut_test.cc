@@ -162,10 +162,18 @@ TEST(PowerCut, UnsyncedWritesAreLostOrTornAndSyncedOnesStay) {
   EXPECT_LT(unsynced_lost, 12);
 }
 
+// How the claims of PhantomsOfStoreClaims are made durable.
+enum class ClaimSyncBy {
+  kNobody,         // durable_claims off
+  kStore,          // the claim's commit
+  kCallerUnsynced, // ClaimSync::kByCaller, and the caller never syncs
+  kCallerReader,   // ClaimSync::kByCaller, synced through another connection
+};
+
 // The store alone: an application commits on NORMAL, a claimer claims the
 // row and "sends" it after its commit, then the power goes. Without the log
 // sync of a claim the sent row can vanish; with it, it never does.
-int PhantomsOfStoreClaims(bool durable_claims, int rounds) {
+int PhantomsOfStoreClaims(ClaimSyncBy by, int rounds) {
   PowerCutVfs& vfs = PowerCutVfs::Instance();
   std::mt19937_64 random(11);
   int phantoms = 0;
@@ -184,8 +192,11 @@ int PhantomsOfStoreClaims(bool durable_claims, int rounds) {
     {
       store::Options options;
       options.path = path;
-      options.durable_claims = durable_claims;
+      options.durable_claims = by != ClaimSyncBy::kNobody;
       store::Store claimer(options);
+      // Opened before anything is claimed, and never read: its sync must
+      // open its own handle of the log.
+      store::Store reader(options);
       SQLite::Database app(path, SQLite::OPEN_READWRITE);
       app.exec("PRAGMA synchronous = NORMAL");
       store::Producer producer(app);
@@ -195,9 +206,20 @@ int PhantomsOfStoreClaims(bool durable_claims, int rounds) {
         const std::int64_t now = std::chrono::duration_cast<std::chrono::milliseconds>(
                                      std::chrono::system_clock::now().time_since_epoch())
                                      .count();
-        store::Store::WriteTransaction txn(claimer);
-        const auto claimed = claimer.ClaimById(id, "owner", now + 60'000, now);
-        txn.Commit();
+        bool claimed = false;
+        if (by == ClaimSyncBy::kCallerUnsynced || by == ClaimSyncBy::kCallerReader) {
+          store::Store::WriteTransaction txn(claimer);
+          claimed = !claimer
+                         .ClaimDue("t", "owner", now + 60'000, now, 1, false,
+                                   store::Store::ClaimSync::kByCaller)
+                         .empty();
+          txn.Commit();
+          if (by == ClaimSyncBy::kCallerReader) reader.SyncLogForClaims();
+        } else {
+          store::Store::WriteTransaction txn(claimer);
+          claimed = claimer.ClaimById(id, "owner", now + 60'000, now).has_value();
+          txn.Commit();
+        }
         if (claimed) sent.push_back(key);
       }
       vfs.CutNow();
@@ -215,11 +237,19 @@ int PhantomsOfStoreClaims(bool durable_claims, int rounds) {
 }
 
 TEST(PowerCut, ClaimsWithoutALogSyncWouldSendLostCommits) {
-  EXPECT_GT(PhantomsOfStoreClaims(/*durable_claims=*/false, 12), 0);
+  EXPECT_GT(PhantomsOfStoreClaims(ClaimSyncBy::kNobody, 12), 0);
 }
 
 TEST(PowerCut, ClaimedRowsSurviveEveryCut) {
-  EXPECT_EQ(PhantomsOfStoreClaims(/*durable_claims=*/true, 12), 0);
+  EXPECT_EQ(PhantomsOfStoreClaims(ClaimSyncBy::kStore, 12), 0);
+}
+
+TEST(PowerCut, AClaimLeftToItsCallerIsNotSyncedByItsCommit) {
+  EXPECT_GT(PhantomsOfStoreClaims(ClaimSyncBy::kCallerUnsynced, 12), 0);
+}
+
+TEST(PowerCut, AClaimSyncedThroughAnotherConnectionSurvivesEveryCut) {
+  EXPECT_EQ(PhantomsOfStoreClaims(ClaimSyncBy::kCallerReader, 12), 0);
 }
 
 // Item 2 of the reliability claims: application on FULL, agent on NORMAL.

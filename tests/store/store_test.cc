@@ -136,6 +136,31 @@ TEST_F(StoreTest, CompleteNeedsTheCurrentLease) {
   EXPECT_FALSE(store_.Complete(lease, kNow + 6));  // a duplicate report changes nothing
 }
 
+TEST_F(StoreTest, CompleteAllDeliversEveryLeaseStillHeldInOneGo) {
+  const auto a = Insert("t", "a");
+  const auto b = Insert("t", "b");
+  const auto c = Insert("t", "c");
+  const auto d = Insert("t", "d");
+  const Lease la = Claim(a);
+  const Lease lb = Claim(b);
+  const Lease lc = Claim(c);
+  const std::vector<Lease> leases = {la, {lb.id, lb.token + 1}, lc, {d, 1}};
+  EXPECT_EQ(store_.CompleteAll(leases, kNow + 7), 2);
+  for (const auto id : {a, c}) {
+    const Row row = Get(id);
+    EXPECT_EQ(row.status, Status::kDelivered);
+    EXPECT_EQ(row.updated_at, kNow + 7);
+    EXPECT_FALSE(row.lease_owner);
+    EXPECT_FALSE(row.lease_expires_at);
+  }
+  EXPECT_EQ(Get(b).status, Status::kInFlight);  // its lease moved on
+  EXPECT_EQ(Get(d).status, Status::kPending);   // never claimed
+  EXPECT_EQ(store_.GetStats().undelivered, 2);
+  EXPECT_EQ(store_.CompleteAll(leases, kNow + 8), 0);  // a duplicate report changes nothing
+  EXPECT_EQ(Get(a).updated_at, kNow + 7);
+  EXPECT_EQ(store_.CompleteAll({}, kNow), 0);
+}
+
 TEST_F(StoreTest, StaleWorkerChangesNothingAfterRecycleAndReclaim) {
   const auto id = Insert("t", "a");
   const Lease stale = Claim(id, "slow-agent");
@@ -592,6 +617,8 @@ TEST_F(StoreTest, SweeperAndRetentionStatementsSeekTheirOwnIndex) {
       {sql::kHasDue, "outbox_claim (status=? AND topic=? AND next_attempt_at<?)"},
       {sql::kPeekDelivered, "outbox_retention (status=? AND updated_at<?)"},
       {sql::kPurgeDelivered, "outbox_retention (status=? AND updated_at<?)"},
+      // One rowid seek per lease, never outbox_claim's range of rows in flight.
+      {sql::kCompleteMany, "SEARCH outbox USING INTEGER PRIMARY KEY (rowid=?)"},
   };
   for (const auto& [statement, index] : expected) {
     SQLite::Statement plan(store_.connection(), std::string("EXPLAIN QUERY PLAN ") + statement);
@@ -629,7 +656,8 @@ TEST_F(StoreTest, ClaimsDoNotWriteTheOrderingIndexAndCompletionsDo) {
                             sql::kClaimQuarantined}) {
     EXPECT_FALSE(writes_ordering(claim)) << claim;
   }
-  for (const char* deliver : {sql::kComplete, sql::kMarkDeliveredId, sql::kRequeueDelivered}) {
+  for (const char* deliver :
+       {sql::kComplete, sql::kCompleteMany, sql::kMarkDeliveredId, sql::kRequeueDelivered}) {
     EXPECT_TRUE(writes_ordering(deliver)) << deliver;
   }
 }

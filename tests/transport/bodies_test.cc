@@ -62,6 +62,34 @@ TEST(BuildNdjsonBatch, FallsBackToBase64ForAnythingThatIsNotJson) {
             std::string::npos);
 }
 
+// Compact JSON is copied without a parse (IsMinimalJson); these pin that
+// the copy gives exactly what the full parse and re-write gave before.
+TEST(BuildNdjsonBatch, CopiesCompactJsonAsTheParseWouldWriteIt) {
+  const auto payload_of = [](std::string_view payload) {
+    const std::string line = NdjsonLine(MessageWith("i", payload));
+    const std::string prefix = std::string(R"({"id":"i","topic":"t","time":")") + kTime + "\",";
+    EXPECT_EQ(line.substr(0, prefix.size()), prefix);
+    return line.substr(prefix.size(), line.size() - prefix.size() - 2);  // less "}\n"
+  };
+  for (const std::string_view same :
+       {R"({"a":[1,true,null,false,-0.5e-3,"x\"y\\z\n\t\r\b\f"],"b":{},"c":[]})",
+        "\"caf\xC3\xA9 \xF0\x9F\x98\x80\"", R"(0)", R"(-12.5E+07)", R"([[],[{}]])",
+        "\"\x7F\"", R"(12345678901234567890123)"}) {
+    EXPECT_EQ(payload_of(same), "\"payload\":" + std::string(same)) << same;
+  }
+  // Escapes the writer spells another way, and a nesting past the fast path.
+  EXPECT_EQ(payload_of(R"(["\u0041\/","\u001f"])"), R"("payload":["A/","\u001F"])");
+  const std::string deep = std::string(70, '[') + std::string(70, ']');
+  EXPECT_EQ(payload_of(deep), "\"payload\":" + deep);
+  // Not one JSON document (or a number the parser refuses as too big).
+  for (const std::string_view bad :
+       {"{}x", R"({"a":1,})", "[1,]", R"({"a"})", "01", "-", "1.", "1e", "[1e400]",
+        "\"\x01\"", "\"\xED\xA0\x80\"", "\"\xC0\xAF\"", "[", R"({"a":[}])", "tru",
+        "nul", "\"abc"}) {
+    EXPECT_EQ(payload_of(bad).rfind("\"payload_base64\":", 0), 0u) << bad;
+  }
+}
+
 TEST(BuildNdjsonBatch, SurvivesDeepNesting) {
   const std::string deep = std::string(100000, '[') + std::string(100000, ']');
   EXPECT_NE(NdjsonLine(MessageWith("i", deep)).find("\"payload\":[[[["), std::string::npos);

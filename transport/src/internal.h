@@ -24,6 +24,11 @@ std::string DecodeWebhookSecret(std::string_view secret, std::string_view field)
 // The payload re-written as compact JSON (no newline, numbers kept
 // verbatim), or nullopt when it is not one valid UTF-8 JSON document.
 std::optional<std::string> MinifyJson(std::string_view payload);
+// True when `payload` is one valid UTF-8 JSON document that MinifyJson
+// would give back byte for byte (compact, no escape written another way,
+// nesting under 64), so that it can be used as it is; one pass, no
+// allocation. False says nothing: MinifyJson decides then.
+bool IsMinimalJson(std::string_view payload);
 
 bool EqualsIgnoreCase(std::string_view a, std::string_view b);
 bool StartsWithIgnoreCase(std::string_view text, std::string_view prefix);

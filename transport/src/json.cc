@@ -78,12 +78,17 @@ void WriteKey(JsonWriter& writer, std::string_view key) {
 // `allow_json`), otherwise base64 under `base64_key`.
 void WritePayload(JsonWriter& writer, std::string_view payload, bool allow_json,
                   std::string_view json_key, std::string_view base64_key) {
+  // The type only feeds the writer's key/value bookkeeping; any value type
+  // other than a string key is the same to it.
+  if (allow_json && internal::IsMinimalJson(payload)) {
+    WriteKey(writer, json_key);
+    writer.RawValue(payload.data(), payload.size(), rapidjson::kObjectType);
+    return;
+  }
   std::optional<std::string> json;
   if (allow_json) json = internal::MinifyJson(payload);
   if (json) {
     WriteKey(writer, json_key);
-    // The type only feeds the writer's key/value bookkeeping; any value type
-    // other than a string key is the same to it.
     writer.RawValue(json->data(), json->size(), rapidjson::kObjectType);
   } else {
     WriteKey(writer, base64_key);
@@ -127,8 +132,134 @@ void WriteCloudEvent(JsonWriter& writer, const EndpointOptions& options, const M
 }  // namespace
 
 namespace internal {
+namespace {
+
+// The pieces of IsMinimalJson. Each takes the text and the position of the
+// token's first byte and returns the position after it, or npos.
+constexpr std::size_t kNo = std::string_view::npos;
+
+// A string with no escape the writer would spell otherwise: a \u escape or
+// an escaped slash comes back as other bytes, so it takes the full parse.
+std::size_t ScanString(std::string_view text, std::size_t at) {
+  for (++at; at < text.size();) {
+    const auto c = static_cast<unsigned char>(text[at]);
+    if (c == '"') return at + 1;
+    if (c == '\\') {
+      if (at + 1 >= text.size()) return kNo;
+      const char e = text[at + 1];
+      if (e != '"' && e != '\\' && e != 'b' && e != 'f' && e != 'n' && e != 'r' && e != 't') {
+        return kNo;
+      }
+      at += 2;
+    } else if (c < 0x20) {
+      return kNo;  // a raw control character: not JSON
+    } else if (c < 0x80) {
+      ++at;
+    } else {
+      const std::size_t length = util::Utf8SequenceAt(text, at);
+      if (length == 0) return kNo;
+      at += length;
+    }
+  }
+  return kNo;
+}
+
+bool IsDigit(char c) { return c >= '0' && c <= '9'; }
+
+// RFC 8259 number grammar, and short enough (at most 2 exponent digits, 40
+// bytes) that the parser cannot refuse it as too big.
+std::size_t ScanNumber(std::string_view text, std::size_t at) {
+  const std::size_t start = at;
+  const auto digits = [&] {
+    const std::size_t first = at;
+    while (at < text.size() && IsDigit(text[at])) ++at;
+    return at - first;
+  };
+  if (at < text.size() && text[at] == '-') ++at;
+  if (at < text.size() && text[at] == '0') {
+    ++at;
+  } else if (digits() == 0) {
+    return kNo;
+  }
+  if (at < text.size() && text[at] == '.') {
+    ++at;
+    if (digits() == 0) return kNo;
+  }
+  if (at < text.size() && (text[at] == 'e' || text[at] == 'E')) {
+    ++at;
+    if (at < text.size() && (text[at] == '+' || text[at] == '-')) ++at;
+    const std::size_t exponent = digits();
+    if (exponent == 0 || exponent > 2) return kNo;
+  }
+  return at - start <= 40 ? at : kNo;
+}
+
+std::size_t ScanValue(std::string_view text, std::size_t at) {
+  if (at >= text.size()) return kNo;
+  const char c = text[at];
+  if (c == '"') return ScanString(text, at);
+  for (const std::string_view literal : {"true", "false", "null"}) {
+    if (c == literal[0]) return text.substr(at, literal.size()) == literal ? at + literal.size() : kNo;
+  }
+  return ScanNumber(text, at);
+}
+
+}  // namespace
+
+bool IsMinimalJson(std::string_view text) {
+  // Open containers, innermost last; deeper documents take the full parse.
+  constexpr std::size_t kMaxDepth = 64;
+  char opened[kMaxDepth];
+  std::size_t depth = 0;
+  std::size_t at = 0;
+  for (;;) {
+    // A value starts at `at`.
+    if (at >= text.size()) return false;
+    if (text[at] == '{' || text[at] == '[') {
+      if (depth == kMaxDepth) return false;
+      opened[depth++] = text[at++];
+      const char closing = opened[depth - 1] == '{' ? '}' : ']';
+      if (at < text.size() && text[at] == closing) {
+        --depth;
+        ++at;
+      } else if (opened[depth - 1] == '{') {
+        if (at >= text.size() || text[at] != '"') return false;
+        at = ScanString(text, at);
+        if (at == kNo || at >= text.size() || text[at] != ':') return false;
+        ++at;
+        continue;
+      } else {
+        continue;
+      }
+    } else {
+      at = ScanValue(text, at);
+      if (at == kNo) return false;
+    }
+    // After a value: close containers, or go on after a comma.
+    for (;;) {
+      if (depth == 0) return at == text.size();
+      if (at >= text.size()) return false;
+      const char inner = opened[depth - 1];
+      if (text[at] == (inner == '{' ? '}' : ']')) {
+        --depth;
+        ++at;
+        continue;
+      }
+      if (text[at] != ',') return false;
+      ++at;
+      if (inner == '{') {
+        if (at >= text.size() || text[at] != '"') return false;
+        at = ScanString(text, at);
+        if (at == kNo || at >= text.size() || text[at] != ':') return false;
+        ++at;
+      }
+      break;
+    }
+  }
+}
 
 std::optional<std::string> MinifyJson(std::string_view payload) {
+  if (IsMinimalJson(payload)) return std::string(payload);
   // The reader treats a NUL byte as the end of input; valid JSON has none.
   if (payload.find('\0') != std::string_view::npos) return std::nullopt;
   rapidjson::MemoryStream stream(payload.data(), payload.size());

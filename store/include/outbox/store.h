@@ -509,6 +509,7 @@ class Store {
   // inside a WriteTransaction, once its Commit() returns; otherwise once the
   // claim returns. A failed fsync throws StoreError (the claim may be
   // committed then: its lease expires and the row is sent later).
+  // ClaimDue may leave that fsync to its caller (ClaimSync::kByCaller).
   //
   // pending → in flight for one row, if it is still pending (eager path).
   // Returns the lease, or nullopt if the row is gone or no longer pending.
@@ -516,12 +517,26 @@ class Store {
                                    std::int64_t lease_expires_at,
                                    std::int64_t now);
 
+  // Who makes a claim durable. kStore: as said above. kByCaller: neither the
+  // claim nor its commit does; the caller calls SyncLogForClaims() after the
+  // commit and before it sends any claimed row, on this or another
+  // connection to the file (from that connection's thread), so that the
+  // fsync does not hold this connection (the agent's writer) meanwhile.
+  enum class ClaimSync { kStore, kByCaller };
   // Claims up to `limit` due rows of one topic, oldest next_attempt_at first
   // (ties by id). Quarantined rows (taken back from a crashed agent) are
   // claimed only with `quarantined_only`, which claims nothing else.
   std::vector<Claimed> ClaimDue(std::string_view topic, std::string_view owner,
                                 std::int64_t lease_expires_at, std::int64_t now, int limit,
-                                bool quarantined_only = false);
+                                bool quarantined_only = false,
+                                ClaimSync sync = ClaimSync::kStore);
+  // Makes every claim committed on this file so far durable: the fsync of
+  // the write-ahead log that a claim's commit makes itself with kStore
+  // (Options::durable_claims under synchronous = NORMAL; nothing otherwise),
+  // through this connection's own handle of the log. For claims made with
+  // ClaimSync::kByCaller on any connection to the file. Throws StoreError
+  // when the fsync fails or the log cannot be opened.
+  void SyncLogForClaims();
   // The eager path behind a completion: claims the oldest pending row of
   // (`topic`, `ordering_key`) if it may go now (due, not quarantined, and no
   // older row of the key undelivered under the topic's recorded ordering).
@@ -562,6 +577,10 @@ class Store {
 
   // in flight → delivered.
   bool Complete(const Lease& lease, std::int64_t now);
+  // Complete for every lease, in one statement: all or nothing (a failure
+  // throws and changes none). A lease no longer held is skipped, as by
+  // Complete. Returns how many rows it delivered.
+  int CompleteAll(std::span<const Lease> leases, std::int64_t now);
   // in flight → pending, due at `next_attempt_at`; attempts + 1 when
   // `count_attempt`. Records `error` as last_error and `now` as
   // last_attempt_at (as MarkDead does).
