@@ -736,6 +736,14 @@ inline constexpr char kComplete[] =
     "UPDATE outbox SET status = 1, delivered_at = ?3, lease_owner = NULL, lease_expires_at = NULL,"
     " quarantined = 0, last_error = NULL, updated_at = ?3"
     " WHERE id = ?1 AND status = 3 AND lease_token = ?2";
+
+// ?1 id, ?2 token, ?3 now, ?4 attempts increment, ?5 next_attempt_at, ?6 error
+inline constexpr char kReschedule[] =
+    "UPDATE outbox SET status = 0, attempts = attempts + ?4, next_attempt_at = ?5,"
+    " last_error = ?6, lease_owner = NULL, lease_expires_at = NULL,"
+    " quarantined = 0, last_attempt_at = ?3, updated_at = ?3"
+    " WHERE id = ?1 AND status = 3 AND lease_token = ?2";
+
 // kComplete for N leases in one statement (Store::CompleteEach): each row
 // is guarded and changed exactly as by kComplete, with its own time. The
 // statement's own cost (about a third of a single completion's
@@ -760,13 +768,6 @@ inline constexpr char kCompleteEach4[] = OUTBOX_COMPLETE_EACH(OUTBOX_VALUES_4);
 inline constexpr char kCompleteEach8[] = OUTBOX_COMPLETE_EACH(OUTBOX_VALUES_8);
 inline constexpr char kCompleteEach16[] = OUTBOX_COMPLETE_EACH(OUTBOX_VALUES_16);
 inline constexpr char kCompleteEach32[] = OUTBOX_COMPLETE_EACH(OUTBOX_VALUES_32);
-
-// ?1 id, ?2 token, ?3 now, ?4 attempts increment, ?5 next_attempt_at, ?6 error
-inline constexpr char kReschedule[] =
-    "UPDATE outbox SET status = 0, attempts = attempts + ?4, next_attempt_at = ?5,"
-    " last_error = ?6, lease_owner = NULL, lease_expires_at = NULL,"
-    " quarantined = 0, last_attempt_at = ?3, updated_at = ?3"
-    " WHERE id = ?1 AND status = 3 AND lease_token = ?2";
 
 // ?1 id, ?2 token, ?3 now, ?4 attempts increment, ?5 error, ?6 dead_reason
 inline constexpr char kMarkDead[] =

@@ -587,10 +587,6 @@ int Store::ParkBehindDeadHeads(std::string_view topic, std::int64_t now) {
   });
 }
 
-bool Store::Complete(const Lease& lease, std::int64_t now) {
-  return Wrap("complete", [&] { return impl_->Transition(sql::kComplete, lease, now); });
-}
-
 int Store::CompleteEach(std::span<const DeliveredLease> delivered) {
   return Wrap("complete", [&] {
     return impl_->Atomically([&] {
@@ -624,6 +620,10 @@ int Store::CompleteEach(std::span<const DeliveredLease> delivered) {
       return changed;
     });
   });
+}
+
+bool Store::Complete(const Lease& lease, std::int64_t now) {
+  return Wrap("complete", [&] { return impl_->Transition(sql::kComplete, lease, now); });
 }
 
 bool Store::Reschedule(const Lease& lease, bool count_attempt, std::int64_t next_attempt_at,

@@ -136,6 +136,24 @@ TEST_F(StoreTest, CompleteNeedsTheCurrentLease) {
   EXPECT_FALSE(store_.Complete(lease, kNow + 6));  // a duplicate report changes nothing
 }
 
+TEST_F(StoreTest, StaleWorkerChangesNothingAfterRecycleAndReclaim) {
+  const auto id = Insert("t", "a");
+  const Lease stale = Claim(id, "slow-agent");
+  boot_ms_ += kLease + 1;
+  EXPECT_EQ(store_.RecycleExpired(kNow + kLease + 1, kLease, 100).size(), 1u);
+  auto fresh = store_.ClaimById(id, "other-agent", kNow + 3 * kLease, kNow + kLease + 2);
+  ASSERT_TRUE(fresh);
+  EXPECT_NE(fresh->lease.token, stale.token);
+  EXPECT_FALSE(store_.Complete(stale, kNow + kLease + 3));
+  EXPECT_FALSE(store_.Reschedule(stale, true, kNow, "late", kNow + kLease + 3));
+  EXPECT_FALSE(store_.MarkDead(stale, true, "late", "permanent", kNow + kLease + 3));
+  EXPECT_FALSE(store_.Revert(stale, kNow + kLease + 3));
+  const Row row = Get(id);
+  EXPECT_EQ(row.status, Status::kInFlight);
+  EXPECT_EQ(row.lease_owner, "other-agent");
+  EXPECT_EQ(row.attempts, 0);
+}
+
 // 70 leases cross every chunk size of the multi-row statement (32, 16, 8,
 // 4, 2 and the single one); stale leases among them change nothing.
 TEST_F(StoreTest, CompleteEachDeliversEveryHeldLeaseAtItsOwnTime) {
@@ -175,24 +193,6 @@ TEST_F(StoreTest, CompleteEachDeliversEveryHeldLeaseAtItsOwnTime) {
                 .getInt(),
             static_cast<int>(stale_ids.size()));
   EXPECT_EQ(store_.CompleteEach({}), 0);
-}
-
-TEST_F(StoreTest, StaleWorkerChangesNothingAfterRecycleAndReclaim) {
-  const auto id = Insert("t", "a");
-  const Lease stale = Claim(id, "slow-agent");
-  boot_ms_ += kLease + 1;
-  EXPECT_EQ(store_.RecycleExpired(kNow + kLease + 1, kLease, 100).size(), 1u);
-  auto fresh = store_.ClaimById(id, "other-agent", kNow + 3 * kLease, kNow + kLease + 2);
-  ASSERT_TRUE(fresh);
-  EXPECT_NE(fresh->lease.token, stale.token);
-  EXPECT_FALSE(store_.Complete(stale, kNow + kLease + 3));
-  EXPECT_FALSE(store_.Reschedule(stale, true, kNow, "late", kNow + kLease + 3));
-  EXPECT_FALSE(store_.MarkDead(stale, true, "late", "permanent", kNow + kLease + 3));
-  EXPECT_FALSE(store_.Revert(stale, kNow + kLease + 3));
-  const Row row = Get(id);
-  EXPECT_EQ(row.status, Status::kInFlight);
-  EXPECT_EQ(row.lease_owner, "other-agent");
-  EXPECT_EQ(row.attempts, 0);
 }
 
 TEST_F(StoreTest, RescheduleCountsAnAttemptOnlyWhenAsked) {
