@@ -3,6 +3,7 @@
 #include <spdlog/logger.h>
 
 #include <algorithm>
+#include <cstdint>
 #include <deque>
 #include <mutex>
 
@@ -17,6 +18,11 @@ struct DeliveryWorker::RunFeed {
   bool growing = false;             // a growth is queued on the writer; guarded by mutex
   bool attached = true;             // the worker still sends the run; guarded by mutex
   bool ended = false;               // ended early: rows grown later go back; guarded by mutex
+  // A growth that found nothing waits until the hand is down to half of
+  // what it held then, so that a run which has claimed all of its key does
+  // not cost the writer a claim per message; guarded by mutex.
+  std::size_t grow_below = SIZE_MAX;
+  std::size_t hand_at_growth = 0;  // guarded by mutex
 };
 
 int DeliveryWorker::RunRows(const Route& route) {
@@ -79,9 +85,10 @@ void DeliveryWorker::WorkRun(Route& route, std::vector<store::Claimed>& run) {
         // Grow early: the claim's commit (an fsync) then overlaps the sends
         // of the rows still in hand instead of following the last one.
         if (dispatcher_ != nullptr && !key.empty() && !feed->growing &&
-            hand.size() <= static_cast<std::size_t>(rows - rows / 4) && !rt_.stopping.load() &&
-            Alone(route)) {
+            hand.size() <= static_cast<std::size_t>(rows - rows / 4) &&
+            hand.size() <= feed->grow_below && !rt_.stopping.load() && Alone(route)) {
           feed->growing = true;
+          feed->hand_at_growth = hand.size();
           after = feed->last;
           grow = true;
         }
@@ -180,6 +187,7 @@ void DeliveryWorker::GrowRun(const std::shared_ptr<RunFeed>& feed, const store::
     {
       std::lock_guard lock(feed->mutex);
       feed->growing = false;
+      feed->grow_below = grown->empty() ? feed->hand_at_growth / 2 : SIZE_MAX;
       if (grown->empty()) return;
       feed->last = grown->back().lease;
       if (feed->ended || rt_.stopping.load()) {

@@ -250,9 +250,10 @@ void DeliveryWorker::FinishDelivered(Route& route, std::span<Loaded> items,
       // A completion that claims its key's successor stays
       // deferrable too: not waiting cut a hot key's gap but cost many keys
       // their group commits (benchmark figure 8a against 8b).
-      task = {[lease, now](store::Store& s) { s.Complete(lease, now); },
-              {},
-              /*deferrable=*/true};
+      // The writer records plain completions queued together in one
+      // statement (Writer::Task::complete).
+      task.deferrable = true;
+      task.complete = store::DeliveredLease{lease, now};
     }
     SubmitOutcome(route, item, std::move(task));
     rt_.log->debug("delivered topic={} id={}", item.row.topic, item.row.id);
@@ -313,7 +314,7 @@ void DeliveryWorker::SubmitOutcome(Route& route, const Loaded& item, Writer::Tas
   };
   task.apply = [next, claim_next, apply = std::move(task.apply)](store::Store& s) {
     next->clear();  // the transaction may be retried
-    apply(s);
+    if (apply) apply(s);  // a plain completion is recorded before this runs
     claim_next(s);
   };
   if (task.apply_after_abort) {

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <vector>
 
 #include "completion.h"
 #include "util/thread_name.h"
@@ -125,11 +126,22 @@ void Writer::ApplyAndCommit(std::deque<Item>& segment, Item*& current) {
     segment.front().task.apply(*store_);
   } else {
     store::Store::WriteTransaction txn(*store_);
+    // Plain completions wait for the next task that does more (or the end)
+    // and go in one statement: the order of changes stays the queue's.
+    std::vector<store::DeliveredLease> completions;
+    const auto record = [&] {
+      current = nullptr;
+      if (!completions.empty()) store_->CompleteEach(completions);
+      completions.clear();
+    };
     for (auto& item : segment) {
+      if (item.task.complete) completions.push_back(*item.task.complete);
+      if (!item.task.apply) continue;
+      record();
       current = &item;
       item.task.apply(*store_);
     }
-    current = nullptr;
+    record();
     txn.Commit();
   }
   {

@@ -9,6 +9,7 @@
 #include <future>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
 
@@ -46,6 +47,10 @@ class Writer {
     // transaction (it throws TransactionEnded then): the writer redoes the
     // group with this in place of `apply`, given the hook's error.
     std::function<void(store::Store&, const std::string& error)> apply_after_abort = nullptr;
+    // A plain completion (Store::Complete of this lease at this time),
+    // recorded before `apply` runs (which may then be empty). The writer
+    // records consecutive ones with one statement (Store::CompleteEach).
+    std::optional<store::DeliveredLease> complete = std::nullopt;
   };
 
   // How long deferrable changes wait for company, and how many end the wait.

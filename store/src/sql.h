@@ -755,6 +755,31 @@ inline constexpr char kReschedule[] =
     " quarantined = 0, last_attempt_at = ?3, updated_at = ?3"
     " WHERE id = ?1 AND status = 3 AND lease_token = ?2";
 
+// kComplete for N leases in one statement (Store::CompleteEach): each row
+// is guarded and changed exactly as by kComplete, with its own time. The
+// statement's own cost (about a third of a single completion's
+// instructions: a statement journal, the trigger program's frames, the
+// cursors on every index) is paid once. A VALUES list rather than JSON:
+// extracting three fields per row from JSON cost as much as it saved.
+// "+status" keeps the planner off outbox_claim's (status = 3) range, which
+// would walk every row in flight: each row is one rowid seek.
+// (id, token, now) per row, N rows
+#define OUTBOX_COMPLETE_EACH(ROWS)                                             \
+  "UPDATE outbox SET status = 1, delivered_at = l.column3, lease_owner = NULL," \
+  " lease_expires_at = NULL, quarantined = 0, last_error = NULL, updated_at = l.column3" \
+  " FROM (VALUES " ROWS ") AS l"                                               \
+  " WHERE outbox.id = l.column1 AND +outbox.status = 3 AND outbox.lease_token = l.column2"
+#define OUTBOX_VALUES_2 "(?,?,?),(?,?,?)"
+#define OUTBOX_VALUES_4 OUTBOX_VALUES_2 "," OUTBOX_VALUES_2
+#define OUTBOX_VALUES_8 OUTBOX_VALUES_4 "," OUTBOX_VALUES_4
+#define OUTBOX_VALUES_16 OUTBOX_VALUES_8 "," OUTBOX_VALUES_8
+#define OUTBOX_VALUES_32 OUTBOX_VALUES_16 "," OUTBOX_VALUES_16
+inline constexpr char kCompleteEach2[] = OUTBOX_COMPLETE_EACH(OUTBOX_VALUES_2);
+inline constexpr char kCompleteEach4[] = OUTBOX_COMPLETE_EACH(OUTBOX_VALUES_4);
+inline constexpr char kCompleteEach8[] = OUTBOX_COMPLETE_EACH(OUTBOX_VALUES_8);
+inline constexpr char kCompleteEach16[] = OUTBOX_COMPLETE_EACH(OUTBOX_VALUES_16);
+inline constexpr char kCompleteEach32[] = OUTBOX_COMPLETE_EACH(OUTBOX_VALUES_32);
+
 // ?1 id, ?2 token, ?3 now, ?4 attempts increment, ?5 error, ?6 dead_reason
 inline constexpr char kMarkDead[] =
     "UPDATE outbox SET status = 2, attempts = attempts + ?4, last_error = ?5, dead_reason = ?6,"

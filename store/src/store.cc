@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <filesystem>
+#include <iterator>
 #include <limits>
 #include <unordered_map>
 
@@ -509,46 +510,43 @@ std::vector<Claimed> ClaimRunAtomically(Impl& impl, Body&& body) {
 
 }  // namespace
 
-std::vector<Claimed> Store::ClaimRunTail(std::int64_t after_id, std::string_view topic,
-                                         std::string_view ordering_key, std::string_view owner,
-                                         std::int64_t lease_expires_at, std::int64_t now,
-                                         int max_rows, std::int64_t max_bytes) {
-  std::vector<Claimed> tail;
-  if (max_rows < 1) return tail;
-  const std::string topic_text(topic);
-  const std::string key_text(ordering_key);
-  // The unbroken prefix of rows that may follow `after_id`.
-  std::int64_t first = 0;
-  std::int64_t last = 0;
-  {
-    StatementUse q(impl_->Prepare(sql::kRunAfterHead));
-    q->bind(1, topic_text);
-    q->bind(2, key_text);
-    q->bind(3, after_id);
-    q->bind(4, max_rows);
-    q->bind(5, now);
-    std::int64_t bytes = 0;
-    while (q->executeStep()) {
-      if (q->getColumn(1).getInt() == 0) break;
-      bytes += q->getColumn(2).getInt64();
-      if (bytes > max_bytes && first != 0) break;
-      last = q->getColumn(0).getInt64();
-      if (first == 0) first = last;
-    }
+Store::RunRange Store::RunAfter(std::int64_t after_id, const std::string& topic,
+                                const std::string& ordering_key, std::int64_t now, int max_rows,
+                                std::int64_t max_bytes) {
+  RunRange range;
+  StatementUse q(impl_->Prepare(sql::kRunAfterHead));
+  q->bind(1, topic);
+  q->bind(2, ordering_key);
+  q->bind(3, after_id);
+  q->bind(4, max_rows);
+  q->bind(5, now);
+  std::int64_t bytes = 0;
+  while (q->executeStep()) {
+    if (q->getColumn(1).getInt() == 0) break;
+    bytes += q->getColumn(2).getInt64();
+    if (bytes > max_bytes && range.first != 0) break;
+    range.last = q->getColumn(0).getInt64();
+    if (range.first == 0) range.first = range.last;
   }
-  if (first == 0) return tail;
+  return range;
+}
+
+std::vector<Claimed> Store::ClaimRunRange(const RunRange& range, const std::string& topic,
+                                          const std::string& ordering_key, std::string_view owner,
+                                          std::int64_t lease_expires_at, std::int64_t now) {
+  std::vector<Claimed> tail;
   StatementUse q(impl_->Prepare(sql::kClaimRunRange));
-  q->bind(1, topic_text);
+  q->bind(1, topic);
   q->bind(2, std::string(owner));
   q->bind(3, lease_expires_at);
   q->bind(4, now);
-  q->bind(5, key_text);
+  q->bind(5, ordering_key);
   impl_->BindBootLease(*q, lease_expires_at - now);
-  q->bind(8, first);
-  q->bind(9, last);
+  q->bind(8, range.first);
+  q->bind(9, range.last);
   while (q->executeStep()) {
     Row row = ReadRow(*q);
-    tail.push_back({{row.id, row.lease_token}, topic_text, std::move(row)});
+    tail.push_back({{row.id, row.lease_token}, topic, std::move(row)});
   }
   // RETURNING order is unspecified; a run goes in id order.
   std::sort(tail.begin(), tail.end(),
@@ -564,17 +562,24 @@ std::vector<Claimed> Store::ClaimRunAfter(const Lease& last, std::string_view to
   if (max_rows < 1) throw std::invalid_argument("max_rows: expected a positive integer");
   return Wrap("grow a run of a key", [&] {
     return ClaimRunAtomically(*impl_, [&] {
+      const std::string topic_text(topic);
+      const std::string key_text(ordering_key);
+      // What may follow first: one seek when nothing does, which is what a
+      // run that has claimed all of its key finds at every later growth.
+      // kRunMayGrow walks every row of the run still in flight, so it runs
+      // only when there is something to claim.
+      const RunRange range = RunAfter(last.id, topic_text, key_text, now, max_rows, max_bytes);
+      if (range.first == 0) return std::vector<Claimed>{};
       {
         StatementUse q(impl_->Prepare(sql::kRunMayGrow));
-        q->bind(1, std::string(topic));
-        q->bind(2, std::string(ordering_key));
+        q->bind(1, topic_text);
+        q->bind(2, key_text);
         q->bind(3, last.id);
         q->bind(4, last.token);
         q->bind(5, std::string(owner));
         if (!q->executeStep() || q->getColumn(0).getInt() == 0) return std::vector<Claimed>{};
       }
-      return ClaimRunTail(last.id, topic, ordering_key, owner, lease_expires_at, now, max_rows,
-                          max_bytes);
+      return ClaimRunRange(range, topic_text, key_text, owner, lease_expires_at, now);
     });
   });
 }
@@ -596,6 +601,41 @@ int Store::ParkBehindDeadHeads(std::string_view topic, std::int64_t now) {
     q->bind(1, std::string(topic));
     q->bind(2, now);
     return q->exec();
+  });
+}
+
+int Store::CompleteEach(std::span<const DeliveredLease> delivered) {
+  return Wrap("complete", [&] {
+    return impl_->Atomically([&] {
+      // Chunks of 32, 16, ... rows: a handful of prepared statements serve
+      // any count.
+      static constexpr std::pair<std::size_t, const char*> kChunks[] = {
+          {32, sql::kCompleteEach32}, {16, sql::kCompleteEach16}, {8, sql::kCompleteEach8},
+          {4, sql::kCompleteEach4},   {2, sql::kCompleteEach2}};
+      int changed = 0;
+      std::size_t at = 0;
+      while (at < delivered.size()) {
+        const std::size_t left = delivered.size() - at;
+        if (left == 1) {
+          changed +=
+              impl_->Transition(sql::kComplete, delivered[at].lease, delivered[at].now) ? 1 : 0;
+          break;
+        }
+        const auto& [rows, text] =
+            *std::find_if(std::begin(kChunks), std::end(kChunks),
+                          [left](const auto& chunk) { return chunk.first <= left; });
+        StatementUse q(impl_->Prepare(text));
+        int column = 0;
+        for (std::size_t i = at; i < at + rows; ++i) {
+          q->bind(++column, delivered[i].lease.id);
+          q->bind(++column, delivered[i].lease.token);
+          q->bind(++column, delivered[i].now);
+        }
+        changed += q->exec();
+        at += rows;
+      }
+      return changed;
+    });
   });
 }
 

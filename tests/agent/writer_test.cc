@@ -82,6 +82,57 @@ TEST_F(WriterTest, ChangesQueuedMeanwhileShareOneTransaction) {
   for (int i = 0; i < 50; ++i) EXPECT_EQ(order[static_cast<std::size_t>(i)], i);
 }
 
+TEST_F(WriterTest, PlainCompletionsAreRecordedBeforeTheNextChangeInQueueOrder) {
+  Writer writer(options_, Logger());
+  constexpr std::int64_t kNow = 1'700'000'000'000;
+  std::vector<store::Claimed> claimed;
+  writer.Run([&](store::Store& s) {
+    for (int i = 0; i < 6; ++i) {
+      s.connection().exec(
+          "INSERT INTO outbox(topic, msg_key, payload, next_attempt_at) VALUES('t', 'k" +
+          std::to_string(i) + "', 'x', " + std::to_string(kNow) + ")");
+    }
+    claimed = s.ClaimDue("t", "me", kNow + 60'000, kNow, 10);
+  });
+  ASSERT_EQ(claimed.size(), 6u);
+  std::promise<void> release;
+  auto blocked = BlockWriter(writer, release.get_future().share());
+  const auto complete = [&](std::size_t i, std::int64_t token_offset) {
+    Writer::Task task;
+    task.deferrable = true;
+    const store::Lease lease = claimed[i].lease;
+    task.complete = store::DeliveredLease{{lease.id, lease.token + token_offset},
+                                          kNow + 10 + static_cast<std::int64_t>(i)};
+    writer.Submit(std::move(task));
+  };
+  complete(0, 0);
+  complete(1, 0);
+  complete(2, 0);
+  int delivered_before_change = -1;
+  writer.Submit({[&](store::Store& s) {
+                   delivered_before_change =
+                       s.connection()
+                           .execAndGet("SELECT count(*) FROM outbox WHERE status = 1")
+                           .getInt();
+                 },
+                 {}});
+  complete(3, 0);
+  complete(4, 1);  // a stale lease: nothing changes
+  complete(5, 0);
+  release.set_value();
+  blocked.get();
+  writer.Run([&](store::Store& s) {
+    for (std::size_t i = 0; i < claimed.size(); ++i) {
+      const store::Row row = *s.Get(claimed[i].lease.id);
+      EXPECT_EQ(row.status, i == 4 ? store::Status::kInFlight : store::Status::kDelivered) << i;
+      if (i != 4) {
+        EXPECT_EQ(row.updated_at, kNow + 10 + static_cast<std::int64_t>(i)) << i;
+      }
+    }
+  });
+  EXPECT_EQ(delivered_before_change, 3);
+}
+
 TEST_F(WriterTest, AFailingChangeCostsOnlyItselfNotItsGroup) {
   Writer writer(options_, Logger());
   std::promise<void> release;

@@ -179,6 +179,47 @@ TEST_F(StoreTest, StaleWorkerChangesNothingAfterRecycleAndReclaim) {
   EXPECT_EQ(row.attempts, 0);
 }
 
+// 70 leases cross every chunk size of the multi-row statement (32, 16, 8,
+// 4, 2 and the single one); stale leases among them change nothing.
+TEST_F(StoreTest, CompleteEachDeliversEveryHeldLeaseAtItsOwnTime) {
+  std::vector<DeliveredLease> delivered;
+  std::vector<std::int64_t> stale_ids;
+  for (int i = 0; i < 70; ++i) {
+    const auto id = Insert("t", "k" + std::to_string(i));
+    const Lease lease = Claim(id);
+    if (i % 9 == 4) {
+      delivered.push_back({{id, lease.token + 1}, kNow + i});
+      stale_ids.push_back(id);
+    } else {
+      delivered.push_back({lease, kNow + i});
+    }
+  }
+  const Lease done_before = delivered.front().lease;
+  ASSERT_TRUE(store_.Complete(done_before, kNow));
+  const int expected = 70 - static_cast<int>(stale_ids.size()) - 1;
+  EXPECT_EQ(store_.CompleteEach(delivered), expected);
+  for (int i = 0; i < 70; ++i) {
+    const Row row = Get(delivered[static_cast<std::size_t>(i)].lease.id);
+    if (i % 9 == 4) {
+      EXPECT_EQ(row.status, Status::kInFlight) << i;
+      EXPECT_TRUE(row.lease_owner) << i;
+    } else {
+      EXPECT_EQ(row.status, Status::kDelivered) << i;
+      EXPECT_EQ(row.updated_at, i == 0 ? kNow : kNow + i) << i;
+      EXPECT_FALSE(row.lease_owner) << i;
+    }
+  }
+  EXPECT_EQ(store_.connection().execAndGet(
+                "SELECT count(*) FROM outbox WHERE status = 1 AND delivered_at = updated_at")
+                .getInt(),
+            70 - static_cast<int>(stale_ids.size()));
+  EXPECT_EQ(store_.connection()
+                .execAndGet("SELECT value FROM outbox_counters WHERE name = 'undelivered'")
+                .getInt(),
+            static_cast<int>(stale_ids.size()));
+  EXPECT_EQ(store_.CompleteEach({}), 0);
+}
+
 TEST_F(StoreTest, RescheduleCountsAnAttemptOnlyWhenAsked) {
   const auto id = Insert("t", "a");
   EXPECT_TRUE(store_.Reschedule(Claim(id), true, kNow + 1000, "HTTP 500", kNow));

@@ -459,6 +459,13 @@ struct TopicOrdering {
 // "none", or "by key, dead_head block" / "by key, dead_head skip".
 std::string Describe(const TopicOrdering& ordering);
 
+// A completion to record (Store::CompleteEach): the row under `lease` was
+// delivered at `now` (ms since the epoch).
+struct DeliveredLease {
+  Lease lease;
+  std::int64_t now = 0;
+};
+
 class Store {
  public:
   // Opens (and with `create`, initialises) the database. Throws
@@ -575,6 +582,12 @@ class Store {
   // behind them since the last call. Returns how many rows it parked.
   int ParkBehindDeadHeads(std::string_view topic, std::int64_t now);
 
+  // Complete for each lease at its own time, in as few statements as
+  // possible (up to 32 rows each; with 8 or more a row costs up to a quarter
+  // less than through Complete). All or nothing: outside a transaction it
+  // opens its own, and a failure throws. A lease no longer held is skipped,
+  // as by Complete. Returns how many rows it delivered.
+  int CompleteEach(std::span<const DeliveredLease> delivered);
   // in flight → delivered.
   bool Complete(const Lease& lease, std::int64_t now);
   // Complete for every lease, in one statement: all or nothing (a failure
@@ -705,12 +718,18 @@ class Store {
   void SetLimits(const Limits& limits);
 
  private:
-  // The claiming part of ClaimRunAfter: the rows after `after_id`, inside
-  // the caller's transaction.
-  std::vector<Claimed> ClaimRunTail(std::int64_t after_id, std::string_view topic,
-                                    std::string_view ordering_key, std::string_view owner,
-                                    std::int64_t lease_expires_at, std::int64_t now, int max_rows,
-                                    std::int64_t max_bytes);
+  // The parts of ClaimRunAfter, inside the caller's transaction: the ids of
+  // the rows that may follow `after_id` (first = 0: none), then their claim.
+  struct RunRange {
+    std::int64_t first = 0;
+    std::int64_t last = 0;
+  };
+  RunRange RunAfter(std::int64_t after_id, const std::string& topic,
+                    const std::string& ordering_key, std::int64_t now, int max_rows,
+                    std::int64_t max_bytes);
+  std::vector<Claimed> ClaimRunRange(const RunRange& range, const std::string& topic,
+                                     const std::string& ordering_key, std::string_view owner,
+                                     std::int64_t lease_expires_at, std::int64_t now);
 
   struct Impl;
   std::unique_ptr<Impl> impl_;
