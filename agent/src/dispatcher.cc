@@ -26,12 +26,7 @@ void Dispatcher::DispatchAll(std::vector<store::Claimed> claimed) {
   }
   for (auto& [route, items] : groups) {
     rt_.sending.fetch_add(static_cast<std::int64_t>(items.size()));
-    for (const auto& rejected : route->pool->TrySubmitAll(std::move(items))) {
-      rt_.sending.fetch_sub(1);
-      rt_.metrics->PoolRejected(rejected.topic);
-      route->backlog.store(true);
-      rt_.Revert(rejected.lease);
-    }
+    GiveBack(*route, route->pool->TrySubmitAll(std::move(items)));
   }
 }
 
@@ -87,11 +82,15 @@ void Dispatcher::DispatchRun(std::vector<store::Claimed> run) {
   rt_.sending.fetch_add(static_cast<std::int64_t>(run.size()));
   // The refused tail goes back: the head and the rows before them still
   // keep their order.
-  for (const auto& rejected : route->pool->TrySubmitRun(std::move(run))) {
+  GiveBack(*route, route->pool->TrySubmitRun(std::move(run)));
+}
+
+void Dispatcher::GiveBack(Route& route, const std::vector<store::Claimed>& rejected) {
+  for (const auto& c : rejected) {
     rt_.sending.fetch_sub(1);
-    rt_.metrics->PoolRejected(rejected.topic);
-    route->backlog.store(true);
-    rt_.Revert(rejected.lease);
+    rt_.metrics->PoolRejected(c.topic);
+    route.backlog.store(true);
+    rt_.Revert(c.lease);
   }
 }
 

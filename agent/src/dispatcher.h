@@ -40,6 +40,10 @@ class Dispatcher {
   void DispatchRun(std::vector<store::Claimed> run);
 
  private:
+  // Rows a pool refused (counted in `sending` before the offer): they go
+  // back to pending and the route has a backlog for the sweeper.
+  void GiveBack(Route& route, const std::vector<store::Claimed>& rejected);
+
   Runtime& rt_;
   RouteTable& routes_;
 };

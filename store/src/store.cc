@@ -169,9 +169,14 @@ struct Store::Impl {
 
   BootTime Boot() const { return options.boot_clock ? options.boot_clock() : SystemBootTime(); }
 
-  // ?6 and ?7 of a claim: the lease on the boot clock, as long as the wall
-  // lease it was given. NULLs (wall time only) when the boot id is unknown.
-  void BindBootLease(SQLite::Statement& q, std::int64_t lease_ms) const {
+  // The lease every claim statement sets (OUTBOX_CLAIM_SET): ?2 owner, ?3 its
+  // wall-clock expiry, ?4 now, and ?6/?7 the same lease on the boot clock
+  // (NULLs, wall time only, when the boot id is unknown).
+  void BindLease(SQLite::Statement& q, std::string_view owner, std::int64_t lease_expires_at,
+                 std::int64_t now) const {
+    q.bind(2, std::string(owner));
+    q.bind(3, lease_expires_at);
+    q.bind(4, now);
     const BootTime boot = Boot();
     if (boot.boot_id.empty()) {
       q.bind(6);
@@ -179,7 +184,7 @@ struct Store::Impl {
       return;
     }
     q.bind(6, boot.boot_id);
-    q.bind(7, boot.ms + std::max<std::int64_t>(lease_ms, 0));
+    q.bind(7, boot.ms + std::max<std::int64_t>(lease_expires_at - now, 0));
   }
 
   bool InTransaction() const { return sqlite3_get_autocommit(db->getHandle()) == 0; }
@@ -415,10 +420,7 @@ std::optional<Claimed> Store::ClaimById(std::int64_t id, std::string_view owner,
   return Wrap("claim by id", [&]() -> std::optional<Claimed> {
     StatementUse q(impl_->Prepare(sql::kClaimById));
     q->bind(1, id);
-    q->bind(2, std::string(owner));
-    q->bind(3, lease_expires_at);
-    q->bind(4, now);
-    impl_->BindBootLease(*q, lease_expires_at - now);
+    impl_->BindLease(*q, owner, lease_expires_at, now);
     if (!q->executeStep()) return std::nullopt;
     Row row = ReadRow(*q);
     while (q->executeStep()) {
@@ -438,11 +440,8 @@ std::vector<Claimed> Store::ClaimDue(std::string_view topic, std::string_view ow
     const std::string topic_text(topic);
     StatementUse q(impl_->Prepare(quarantined_only ? sql::kClaimQuarantined : sql::kClaimDue));
     q->bind(1, topic_text);
-    q->bind(2, std::string(owner));
-    q->bind(3, lease_expires_at);
-    q->bind(4, now);
     q->bind(5, limit);
-    impl_->BindBootLease(*q, lease_expires_at - now);
+    impl_->BindLease(*q, owner, lease_expires_at, now);
     std::vector<Claimed> claimed;
     while (q->executeStep()) {
       Row row = ReadRow(*q);
@@ -478,11 +477,8 @@ std::optional<Claimed> Store::ClaimNextOfKey(std::string_view topic, std::string
     const std::string topic_text(topic);
     StatementUse q(impl_->Prepare(sql::kClaimNextOfKey));
     q->bind(1, topic_text);
-    q->bind(2, std::string(owner));
-    q->bind(3, lease_expires_at);
-    q->bind(4, now);
     q->bind(5, std::string(ordering_key));
-    impl_->BindBootLease(*q, lease_expires_at - now);
+    impl_->BindLease(*q, owner, lease_expires_at, now);
     if (!q->executeStep()) return std::nullopt;
     Row row = ReadRow(*q);
     while (q->executeStep()) {
@@ -537,11 +533,8 @@ std::vector<Claimed> Store::ClaimRunRange(const RunRange& range, const std::stri
   std::vector<Claimed> tail;
   StatementUse q(impl_->Prepare(sql::kClaimRunRange));
   q->bind(1, topic);
-  q->bind(2, std::string(owner));
-  q->bind(3, lease_expires_at);
-  q->bind(4, now);
   q->bind(5, ordering_key);
-  impl_->BindBootLease(*q, lease_expires_at - now);
+  impl_->BindLease(*q, owner, lease_expires_at, now);
   q->bind(8, range.first);
   q->bind(9, range.last);
   while (q->executeStep()) {

@@ -9,6 +9,7 @@
 #include <mutex>
 
 #include "../common/temp_dir.h"
+#include "agent_fixture.h"
 
 namespace outbox::agent {
 namespace {
@@ -135,21 +136,6 @@ TEST_F(DeliveryWorkerTest, GoneMarksTheBreakerAndReschedulesWithoutCost) {
 
 // --- runs of one ordering key (docs/ordering.md, "Runs") ---------------------
 
-// A wall clock the test moves: a lease lapses while a run is being sent.
-class SteppedClock final : public Clock {
- public:
-  std::int64_t WallMs() override { return SystemClock()->WallMs() + offset_ms.load(); }
-  std::chrono::steady_clock::time_point Monotonic() override {
-    return std::chrono::steady_clock::now() + std::chrono::milliseconds(offset_ms.load());
-  }
-  store::BootTime Boot() override {
-    store::BootTime boot = store::SystemBootTime();
-    boot.ms += offset_ms.load();
-    return boot;
-  }
-  std::atomic<std::int64_t> offset_ms{0};
-};
-
 // Answers from a script by call number (1, 2, ...); records the keys sent.
 class RunHandler final : public Handler {
  public:
@@ -273,12 +259,12 @@ TEST_F(RunTest, AnEndpointFailureReschedulesTheRowAndHandsBackTheRest) {
 }
 
 TEST_F(RunTest, ALapsedLeaseStopsTheRun) {
-  auto clock = std::make_shared<SteppedClock>();
+  auto clock = std::make_shared<testing::FakeClock>();
   rt_.clock = clock;
   // The second send outlasts the run's lease (60 s): another agent may have
   // taken the rows behind it meanwhile, so none of them is sent.
   UseScript([&](int call) {
-    if (call == 2) clock->offset_ms += 61'000;
+    if (call == 2) clock->Advance(std::chrono::milliseconds(61'000));
     return HandlerResult{};
   });
   auto run = EnqueueAndClaimRun(4);

@@ -85,6 +85,15 @@ class OrderingAgentTest : public AgentTest {
     return options;
   }
 
+  // Waits (up to 120 s) for the first arrival of `messages` messages, then
+  // checks that no key's messages arrived out of commit order.
+  void ExpectAllArrivedInOrder(std::size_t messages) {
+    ASSERT_TRUE(WaitFor([&] { return log_.FirstArrivals() == messages; },
+                        std::chrono::seconds(120)))
+        << log_.FirstArrivals();
+    EXPECT_EQ(log_.out_of_order(), 0) << log_.example();
+  }
+
   static store::NewMessage Message(const std::string& key, int seq) {
     store::NewMessage message;
     message.topic = "t";
@@ -135,10 +144,7 @@ TEST_F(OrderingAgentTest, EachKeyArrivesInCommitOrderWithTwoAgentsAndEightWorker
       txn.Commit();
     }
   }
-  ASSERT_TRUE(WaitFor([&] { return log_.FirstArrivals() == kKeys * kPerKey; },
-                      std::chrono::seconds(120)))
-      << log_.FirstArrivals();
-  EXPECT_EQ(log_.out_of_order(), 0) << log_.example();
+  ExpectAllArrivedInOrder(kKeys * kPerKey);
   a.Stop();
   b.Stop();
 }
@@ -167,10 +173,7 @@ TEST_F(OrderingAgentTest, EachKeyArrivesInCommitOrderDespiteRandomFailuresAnd429
     for (int k = 0; k < kKeys; ++k) txn.Enqueue(Message("k" + std::to_string(k), seq));
     txn.Commit();
   }
-  ASSERT_TRUE(WaitFor([&] { return log_.FirstArrivals() == kKeys * kPerKey; },
-                      std::chrono::seconds(120)))
-      << log_.FirstArrivals();
-  EXPECT_EQ(log_.out_of_order(), 0) << log_.example();
+  ExpectAllArrivedInOrder(kKeys * kPerKey);
   agent.Stop();
 }
 
@@ -198,10 +201,7 @@ TEST_F(OrderingAgentTest, HotKeysSentInRunsKeepTheirOrderWithTwoAgentsAndFailure
     }
     txn.Commit();
   }
-  ASSERT_TRUE(WaitFor([&] { return log_.FirstArrivals() == kKeys * kPerKey; },
-                      std::chrono::seconds(120)))
-      << log_.FirstArrivals();
-  EXPECT_EQ(log_.out_of_order(), 0) << log_.example();
+  ExpectAllArrivedInOrder(kKeys * kPerKey);
   a.Stop();
   b.Stop();
 }
