@@ -167,6 +167,12 @@ class RunTest : public DeliveryWorkerTest {
     route_.options.breaker.failure_threshold = 1000;
   }
 
+  // One worker sends `run` as a run, as the dispatcher would hand it over.
+  void SendRun(std::vector<store::Claimed>& run) {
+    rt_.sending = static_cast<std::int64_t>(run.size());
+    DeliveryWorker(rt_).Work(route_, 0, run, true);
+  }
+
   // `n` rows of ordering key "a" (msg_key r1..rn), claimed as one run.
   std::vector<store::Claimed> EnqueueAndClaimRun(int n) {
     std::vector<store::Claimed> run;
@@ -214,8 +220,7 @@ TEST_F(RunTest, SendsARunInIdOrderAndCompletesEveryRow) {
   UseScript([](int) { return HandlerResult{}; });
   auto run = EnqueueAndClaimRun(5);
   ASSERT_EQ(run.size(), 5u);
-  rt_.sending = 5;
-  DeliveryWorker(rt_).Work(route_, 0, run, true);
+  SendRun(run);
   EXPECT_EQ(run_handler_->sent(), (std::vector<std::string>{"r1", "r2", "r3", "r4", "r5"}));
   for (const auto& c : run) EXPECT_EQ(RowOf(c.lease.id).status, store::Status::kDelivered);
   EXPECT_EQ(rt_.sending.load(), 0);
@@ -230,8 +235,7 @@ TEST_F(RunTest, AFailureInTheMiddleHandsTheRestBackUnsentWithoutCountingAttempts
   });
   auto run = EnqueueAndClaimRun(5);
   ASSERT_EQ(run.size(), 5u);
-  rt_.sending = 5;
-  DeliveryWorker(rt_).Work(route_, 0, run, true);
+  SendRun(run);
   EXPECT_EQ(run_handler_->sent(), (std::vector<std::string>{"r1", "r2", "r3"}));
   EXPECT_EQ(RowOf(run[1].lease.id).status, store::Status::kDelivered);
   const store::Row failed = RowOf(run[2].lease.id);
@@ -248,8 +252,7 @@ TEST_F(RunTest, AnEndpointFailureReschedulesTheRowAndHandsBackTheRest) {
                      : HandlerResult{};
   });
   auto run = EnqueueAndClaimRun(4);
-  rt_.sending = 4;
-  DeliveryWorker(rt_).Work(route_, 0, run, true);
+  SendRun(run);
   EXPECT_EQ(run_handler_->sent(), (std::vector<std::string>{"r1", "r2"}));
   const store::Row failed = RowOf(run[1].lease.id);
   EXPECT_EQ(failed.status, store::Status::kPending);
@@ -268,8 +271,7 @@ TEST_F(RunTest, ALapsedLeaseStopsTheRun) {
     return HandlerResult{};
   });
   auto run = EnqueueAndClaimRun(4);
-  rt_.sending = 4;
-  DeliveryWorker(rt_).Work(route_, 0, run, true);
+  SendRun(run);
   EXPECT_EQ(run_handler_->sent(), (std::vector<std::string>{"r1", "r2"}));
   EXPECT_EQ(RowOf(run[1].lease.id).status, store::Status::kDelivered);
   ExpectHandedBackUnsent(run[2]);
@@ -282,8 +284,7 @@ TEST_F(RunTest, AStopDuringASendLeavesNoRowOfTheRunInFlight) {
     return HandlerResult{};
   });
   auto run = EnqueueAndClaimRun(4);
-  rt_.sending = 4;
-  DeliveryWorker(rt_).Work(route_, 0, run, true);
+  SendRun(run);
   EXPECT_EQ(run_handler_->sent(), (std::vector<std::string>{"r1", "r2"}));
   EXPECT_EQ(RowOf(run[1].lease.id).status, store::Status::kDelivered);
   ExpectHandedBackUnsent(run[2]);
