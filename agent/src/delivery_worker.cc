@@ -301,6 +301,13 @@ void DeliveryWorker::SubmitOutcome(Route& route, const Loaded& item, Writer::Tas
     rt_.writer->Submit(std::move(task));
     return;
   }
+  // A plain completion: the writer claims the key's next row together with
+  // those of the other keys completed in the same transaction.
+  if (task.complete && !task.apply && !task.apply_after_abort && !task.after_commit) {
+    task.claim_next = NextOfKey{dispatcher_, item.row.topic, *item.row.ordering_key};
+    rt_.writer->Submit(std::move(task));
+    return;
+  }
   auto next = std::make_shared<std::vector<store::Claimed>>();
   // As the eager path: nothing new while stopping, and rows taken back from
   // a crashed agent go one at a time (the sweeper's probation).

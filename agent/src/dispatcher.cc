@@ -69,6 +69,13 @@ void Dispatcher::DispatchEager(std::vector<store::Claimed> claimed) {
   DispatchAll(std::move(ready));
 }
 
+std::vector<store::Claimed> Dispatcher::Claim(store::Store& s, const std::string& topic,
+                                              std::span<const std::string> ordering_keys) {
+  if (rt_.stopping.load() || rt_.probation.load()) return {};
+  const std::int64_t now = rt_.clock->WallMs();
+  return s.ClaimNextOfKeys(topic, ordering_keys, rt_.owner, rt_.LeaseUntil(now), now);
+}
+
 void Dispatcher::DispatchRun(std::vector<store::Claimed> run) {
   if (run.empty()) return;
   for (const auto& c : run) {

@@ -3,16 +3,19 @@
 #pragma once
 
 #include <cstdint>
+#include <span>
+#include <string>
 #include <vector>
 
 #include "route_table.h"
 #include "runtime.h"
+#include "writer.h"
 
 namespace outbox::agent {
 
 // Thread-safe as far as its callers are: DispatchAll runs on the sweeper and
 // on the writer thread (after a claim commits), reading the fixed route table.
-class Dispatcher {
+class Dispatcher : public SuccessorClaims {
  public:
   Dispatcher(Runtime& runtime, RouteTable& routes) : rt_(runtime), routes_(routes) {}
 
@@ -38,6 +41,14 @@ class Dispatcher {
   // order; what does not fit, or the whole run while the agent stops or the
   // endpoint's breaker is not closed, goes back to pending.
   void DispatchRun(std::vector<store::Claimed> run);
+
+  // The next rows of keys whose rows the writer completed (SuccessorClaims):
+  // none while the agent stops or takes rows back from a crashed agent
+  // (the sweeper's probation, as on the eager path); handed over as the
+  // eager path's rows.
+  std::vector<store::Claimed> Claim(store::Store& s, const std::string& topic,
+                                    std::span<const std::string> ordering_keys) override;
+  void HandOver(std::vector<store::Claimed> claimed) override { DispatchEager(std::move(claimed)); }
 
  private:
   // Rows a pool refused (counted in `sending` before the offer): they go

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <iterator>
 #include <vector>
 
 #include "completion.h"
@@ -121,25 +122,60 @@ void Writer::ApplyBatch(std::deque<Item>& batch) {
   }
 }
 
+namespace {
+
+using Successors = std::vector<std::pair<SuccessorClaims*, std::vector<store::Claimed>>>;
+
+// Claims the next rows of `keys`, one call per claimer and topic, adding
+// them to what that claimer gets after the commit.
+void ClaimSuccessors(store::Store& s, std::span<const NextOfKey* const> keys, Successors& claimed) {
+  std::vector<bool> done(keys.size(), false);
+  std::vector<std::string> same;
+  for (std::size_t i = 0; i < keys.size(); ++i) {
+    if (done[i]) continue;
+    same.clear();
+    for (std::size_t j = i; j < keys.size(); ++j) {
+      if (!done[j] && keys[j]->claims == keys[i]->claims && keys[j]->topic == keys[i]->topic) {
+        same.push_back(keys[j]->ordering_key);
+        done[j] = true;
+      }
+    }
+    auto rows = keys[i]->claims->Claim(s, keys[i]->topic, same);
+    auto to = std::find_if(claimed.begin(), claimed.end(),
+                           [&](const auto& c) { return c.first == keys[i]->claims; });
+    if (to == claimed.end()) to = claimed.insert(claimed.end(), {keys[i]->claims, {}});
+    std::move(rows.begin(), rows.end(), std::back_inserter(to->second));
+  }
+}
+
+}  // namespace
+
 void Writer::ApplyAndCommit(std::deque<Item>& segment, Item*& current) {
+  Successors successors;
   if (segment.front().alone) {
     segment.front().task.apply(*store_);
   } else {
     store::Store::WriteTransaction txn(*store_);
     // Plain completions wait for the next task that does more (or the end)
-    // and go in one statement: the order of changes stays the queue's.
+    // and go in one statement, followed by one claim of their keys' next
+    // rows: the order of changes stays the queue's.
     std::vector<store::DeliveredLease> completions;
+    std::vector<const NextOfKey*> next_of;
     const auto record = [&] {
       current = nullptr;
       if (!completions.empty()) store_->CompleteEach(completions);
       completions.clear();
+      if (!next_of.empty()) ClaimSuccessors(*store_, next_of, successors);
+      next_of.clear();
     };
     for (auto& item : segment) {
       if (item.task.complete) completions.push_back(*item.task.complete);
-      if (!item.task.apply) continue;
-      record();
-      current = &item;
-      item.task.apply(*store_);
+      if (item.task.apply) {
+        record();
+        current = &item;
+        item.task.apply(*store_);
+      }
+      if (item.task.claim_next) next_of.push_back(&*item.task.claim_next);
     }
     record();
     txn.Commit();
@@ -147,6 +183,14 @@ void Writer::ApplyAndCommit(std::deque<Item>& segment, Item*& current) {
   {
     std::lock_guard lock(mutex_);
     ++transactions_;
+  }
+  // Before anyone waiting for this commit goes on.
+  for (auto& [claims, rows] : successors) {
+    try {
+      claims->HandOver(std::move(rows));
+    } catch (const std::exception& e) {
+      logger_->error("writer: handing over claimed rows failed: {}", e.what());
+    }
   }
   for (auto& item : segment) {
     if (item.task.after_commit) {

@@ -10,8 +10,10 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <span>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "outbox/store.h"
 
@@ -22,6 +24,26 @@ class logger;
 namespace outbox::agent {
 
 class TransactionEnded;  // completion.h
+
+// Per-key ordering: the next rows of keys whose rows a writer transaction
+// completed are claimed in that transaction (docs/ordering.md). The writer
+// gathers the keys of a group and asks once; implemented by the dispatcher.
+class SuccessorClaims {
+ public:
+  virtual ~SuccessorClaims() = default;
+  // Inside the transaction, after the completions: the rows that may go now.
+  virtual std::vector<store::Claimed> Claim(store::Store& s, const std::string& topic,
+                                            std::span<const std::string> ordering_keys) = 0;
+  // On the writer thread, once they committed. Must not block.
+  virtual void HandOver(std::vector<store::Claimed> claimed) = 0;
+};
+
+// A key whose next row a completion claims.
+struct NextOfKey {
+  SuccessorClaims* claims = nullptr;
+  std::string topic;
+  std::string ordering_key;
+};
 
 // Owns a write connection and a thread. Tasks submitted from any thread are
 // applied in submission order; everything queued while a transaction runs
@@ -51,6 +73,10 @@ class Writer {
     // recorded before `apply` runs (which may then be empty). The writer
     // records consecutive ones with one statement (Store::CompleteEach).
     std::optional<store::DeliveredLease> complete = std::nullopt;
+    // With `complete`: the key whose next row is claimed right after it, in
+    // the same transaction; the writer claims for every such key of the
+    // group at once.
+    std::optional<NextOfKey> claim_next = std::nullopt;
   };
 
   // How long deferrable changes wait for company, and how many end the wait.

@@ -473,18 +473,46 @@ void Store::SyncLogForClaims() {
 std::optional<Claimed> Store::ClaimNextOfKey(std::string_view topic, std::string_view ordering_key,
                                              std::string_view owner,
                                              std::int64_t lease_expires_at, std::int64_t now) {
-  return Wrap("claim the next row of a key", [&]() -> std::optional<Claimed> {
+  const std::string key(ordering_key);
+  std::vector<Claimed> claimed =
+      ClaimNextOfKeys(topic, std::span(&key, 1), owner, lease_expires_at, now);
+  if (claimed.empty()) return std::nullopt;
+  return std::move(claimed.front());
+}
+
+std::vector<Claimed> Store::ClaimNextOfKeys(std::string_view topic,
+                                            std::span<const std::string> ordering_keys,
+                                            std::string_view owner, std::int64_t lease_expires_at,
+                                            std::int64_t now) {
+  return Wrap("claim the next row of keys", [&] {
+    // Chunks of 32, 16, ... keys: a handful of prepared statements serve
+    // any count.
+    static constexpr std::pair<std::size_t, const char*> kChunks[] = {
+        {32, sql::kClaimNextOfKeys32}, {16, sql::kClaimNextOfKeys16}, {8, sql::kClaimNextOfKeys8},
+        {4, sql::kClaimNextOfKeys4},   {2, sql::kClaimNextOfKeys2},   {1, sql::kClaimNextOfKeys1}};
+    constexpr int kFirstKey = 8;
     const std::string topic_text(topic);
-    StatementUse q(impl_->Prepare(sql::kClaimNextOfKey));
-    q->bind(1, topic_text);
-    q->bind(5, std::string(ordering_key));
-    impl_->BindLease(*q, owner, lease_expires_at, now);
-    if (!q->executeStep()) return std::nullopt;
-    Row row = ReadRow(*q);
-    while (q->executeStep()) {
+    std::vector<Claimed> claimed;
+    for (std::size_t at = 0; at < ordering_keys.size();) {
+      const std::size_t left = ordering_keys.size() - at;
+      const auto& [keys, text] =
+          *std::find_if(std::begin(kChunks), std::end(kChunks),
+                        [left](const auto& chunk) { return chunk.first <= left; });
+      StatementUse q(impl_->Prepare(text));
+      q->bind(1, topic_text);
+      impl_->BindLease(*q, owner, lease_expires_at, now);
+      for (std::size_t i = 0; i < keys; ++i) {
+        q->bind(kFirstKey + static_cast<int>(i), ordering_keys[at + i]);
+      }
+      while (q->executeStep()) {
+        Row row = ReadRow(*q);
+        claimed.push_back({{row.id, row.lease_token}, topic_text, std::move(row)});
+      }
+      at += keys;
     }
-    Claimed claimed{{row.id, row.lease_token}, topic_text, std::move(row)};
-    impl_->ClaimsMade(1);
+    std::sort(claimed.begin(), claimed.end(),
+              [](const Claimed& a, const Claimed& b) { return a.lease.id < b.lease.id; });
+    impl_->ClaimsMade(claimed.size());
     return claimed;
   });
 }

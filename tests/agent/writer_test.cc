@@ -133,6 +133,81 @@ TEST_F(WriterTest, PlainCompletionsAreRecordedBeforeTheNextChangeInQueueOrder) {
   EXPECT_EQ(delivered_before_change, 3);
 }
 
+// Records what the writer asks and hands over; claims through the store.
+class RecordingSuccessors : public SuccessorClaims {
+ public:
+  std::vector<store::Claimed> Claim(store::Store& s, const std::string& topic,
+                                    std::span<const std::string> keys) override {
+    asked.emplace_back(keys.begin(), keys.end());
+    return s.ClaimNextOfKeys(topic, keys, "me", kNow + 60'000, kNow);
+  }
+  void HandOver(std::vector<store::Claimed> claimed) override {
+    std::lock_guard lock(mutex);
+    handed_over.push_back(std::move(claimed));
+  }
+  static constexpr std::int64_t kNow = 1'700'000'000'000;
+  std::vector<std::vector<std::string>> asked;  // on the writer thread
+  std::mutex mutex;
+  std::vector<std::vector<store::Claimed>> handed_over;
+};
+
+// Per-key ordering: the completions of a group claim their keys' next rows
+// with one claim after them, handed over once committed; a change queued
+// between completions sees the successors of those before it claimed.
+TEST_F(WriterTest, OrderedCompletionsClaimTheirKeysNextRowsTogetherInQueueOrder) {
+  Writer writer(options_, Logger());
+  constexpr std::int64_t kNow = RecordingSuccessors::kNow;
+  std::vector<store::Claimed> heads;
+  std::vector<std::int64_t> next_ids;
+  writer.Run([&](store::Store& s) {
+    s.AgreeOrdering("t", {true, store::DeadHead::kBlock}, kNow);
+    for (int round = 0; round < 2; ++round) {
+      for (const char* key : {"a", "b", "c"}) {
+        s.connection().exec(
+            "INSERT INTO outbox(topic, msg_key, payload, ordering_key, next_attempt_at)"
+            " VALUES('t', '" + std::string(key) + std::to_string(round) + "', 'x', '" + key +
+            "', " + std::to_string(kNow) + ")");
+        if (round == 1) next_ids.push_back(s.connection().getLastInsertRowid());
+      }
+    }
+    heads = s.ClaimDue("t", "me", kNow + 60'000, kNow, 10);
+  });
+  ASSERT_EQ(heads.size(), 3u);
+  RecordingSuccessors successors;
+  std::promise<void> release;
+  auto blocked = BlockWriter(writer, release.get_future().share());
+  const auto complete = [&](std::size_t i) {
+    Writer::Task task;
+    task.deferrable = true;
+    task.complete = store::DeliveredLease{heads[i].lease, kNow};
+    task.claim_next = NextOfKey{&successors, "t", *heads[i].row.ordering_key};
+    writer.Submit(std::move(task));
+  };
+  complete(0);
+  int in_flight_at_change = -1;
+  writer.Submit({[&](store::Store& s) {
+                   in_flight_at_change =
+                       s.connection()
+                           .execAndGet("SELECT count(*) FROM outbox WHERE status = 3")
+                           .getInt();
+                 },
+                 {}});
+  complete(1);
+  complete(2);
+  release.set_value();
+  blocked.get();
+  writer.Run([](store::Store&) {});
+  // a's successor was claimed before the change ran (b and c still in flight).
+  EXPECT_EQ(in_flight_at_change, 3);
+  EXPECT_EQ(successors.asked,
+            (std::vector<std::vector<std::string>>{{"a"}, {"b", "c"}}));
+  std::lock_guard lock(successors.mutex);
+  ASSERT_EQ(successors.handed_over.size(), 1u);
+  std::vector<std::int64_t> ids;
+  for (const auto& c : successors.handed_over.front()) ids.push_back(c.lease.id);
+  EXPECT_EQ(ids, next_ids);
+}
+
 TEST_F(WriterTest, AFailingChangeCostsOnlyItselfNotItsGroup) {
   Writer writer(options_, Logger());
   std::promise<void> release;

@@ -98,6 +98,34 @@ TEST_F(OrderingTest, CompletionLetsTheNextRowOfTheKeyGoAndNothingElse) {
   EXPECT_EQ(next->topic, "t");
 }
 
+// The writer claims the next rows of every key completed in a transaction
+// at once: each key's next row that may go, none that may not, in id order,
+// across the statements' 32-key chunks.
+TEST_F(OrderingTest, ClaimNextOfKeysTakesEachKeysNextRowThatMayGo) {
+  std::vector<std::string> keys;
+  std::vector<std::int64_t> expected;
+  for (int k = 0; k < 40; ++k) {
+    const std::string key = "k" + std::to_string(k);
+    ASSERT_TRUE(store_.Complete(Claim(Insert("t", key)), kNow));
+    expected.push_back(Insert("t", key));
+    Insert("t", key);
+    keys.push_back(key);
+  }
+  const auto held = Insert("t", "held");  // its head is in flight
+  Insert("t", "held");
+  Claim(held);
+  const auto later = Insert("t", "later", kNow + 1);  // not due yet
+  keys.insert(keys.begin() + 5, {"held", "later", "k3", "nothing"});
+  std::vector<std::int64_t> ids;
+  for (const auto& c : store_.ClaimNextOfKeys("t", keys, "me", kNow + kLease, kNow)) {
+    EXPECT_EQ(c.topic, "t");
+    ids.push_back(c.lease.id);
+  }
+  EXPECT_EQ(ids, expected);
+  EXPECT_TRUE(store_.ClaimNextOfKeys("t", keys, "me", kNow + kLease, kNow).empty());
+  EXPECT_EQ(store_.Get(later)->status, Status::kPending);
+}
+
 TEST_F(OrderingTest, UnorderedTopicsAndRowsWithoutKeyGoInParallel) {
   const auto u1 = Insert("u", "a");
   const auto u2 = Insert("u", "a");

@@ -550,6 +550,12 @@ class Store {
   std::optional<Claimed> ClaimNextOfKey(std::string_view topic, std::string_view ordering_key,
                                         std::string_view owner, std::int64_t lease_expires_at,
                                         std::int64_t now);
+  // ClaimNextOfKey for each of `ordering_keys` of `topic`, in one statement
+  // per 32 keys; the rows claimed, in id order.
+  std::vector<Claimed> ClaimNextOfKeys(std::string_view topic,
+                                       std::span<const std::string> ordering_keys,
+                                       std::string_view owner, std::int64_t lease_expires_at,
+                                       std::int64_t now);
   // A run of one key (docs/ordering.md): claims the key's rows after `last`
   // (the last row of the run, which `owner` must still hold in flight under
   // that lease; a run starts with one claimed row) in id order, as long as
