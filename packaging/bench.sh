@@ -51,7 +51,7 @@ else
   printf '@row\t7 bytes written per message\tnot measured: bytes_bench not built\t-\t-\t-\t-\n' >>"$rows"
 fi
 
-# Figures 8 and 9, the sinks: broker publishes beside raw client loops (sink_bench starts its
+# Figures 9 and 10, the sinks: broker publishes beside raw client loops (sink_bench starts its
 # own nats-server and mosquitto) and gzip's bytes on the wire.
 sink_bench=$build/tests/transport/sink_bench
 compression_bench=$build/tests/transport/compression_bench
@@ -59,7 +59,7 @@ for binary in "$sink_bench" "$compression_bench"; do
   name=$(basename "$binary")
   printf '=== %s\n' "$name" >&2
   if [ ! -x "$binary" ]; then
-    printf '@row\t8-9 %s\tnot measured: not built\t-\t-\t-\t-\n' "$name" >>"$rows"
+    printf '@row\t9-10 %s\tnot measured: not built\t-\t-\t-\t-\n' "$name" >>"$rows"
     continue
   fi
   figure_start=$(date +%s)
