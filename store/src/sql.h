@@ -512,12 +512,13 @@ SELECT o.id AS id, o.topic AS topic, o.msg_key AS msg_key,
 // its test in the WHEN. SQLite compiles a trigger's statements into one
 // program and each UPDATE opens its cursors before its WHERE is tested, so
 // a gate inside a statement is not free: in schema 6 every completion (3 -> 1)
-// ran all three statements of outbox_count_update, and the unpark alone,
-// whose gate is false for a completion, cost about 25 000 instructions of
-// the completion's 72 000 (docs/performance.md, "Schema 7"). Now a
-// completion by the store runs the counter only; the other two triggers
-// stop at their WHEN. Same behaviour for every writer: each WHEN holds
-// exactly where the schema 6 statement changed something.
+// ran all three statements of outbox_count_update, two of them for nothing.
+// Now a completion by the store runs the counter only and stops at the WHEN
+// of the other two: Store::Complete went from 75 k to 58 k instructions
+// (docs/performance.md, "Schema 7"). A trigger that stops at its WHEN still
+// costs its frame, so a claim (0 -> 3), which ran one such trigger, now runs
+// three: 2 % more. Same behaviour for every writer: each WHEN holds wherever
+// the schema 6 statement changed something.
 // - outbox_count_update: the undelivered counter, as in schema 1.
 // - outbox_delivered_at: keeps delivered_at set exactly on delivered rows
 //   for writers that do not (plain SQL, a requeue). Also on UPDATE OF
