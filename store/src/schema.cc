@@ -70,6 +70,7 @@ constexpr std::array<Step, kSchemaVersion> kMigrations = {
       db.exec(sql::kMigration5Triggers);
     },
     [](SQLite::Database& db, const MigrationProgress&) { db.exec(sql::kMigration6); },
+    [](SQLite::Database& db, const MigrationProgress&) { db.exec(sql::kMigration7); },
 };
 
 int ParseVersion(const SQLite::Column& column) {

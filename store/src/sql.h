@@ -508,6 +508,60 @@ SELECT o.id AS id, o.topic AS topic, o.msg_key AS msg_key,
   FROM outbox AS o LEFT JOIN outbox_payload AS p ON p.id = o.id;
 )sql";
 
+// Migration 7: each job of the update trigger in a trigger of its own, with
+// its test in the WHEN. SQLite compiles a trigger's statements into one
+// program and each UPDATE opens its cursors before its WHERE is tested, so
+// a gate inside a statement is not free: in schema 6 every completion (3 -> 1)
+// ran all three statements of outbox_count_update, two of them for nothing.
+// Now a completion by the store runs the counter only and stops at the WHEN
+// of the other two: Store::Complete went from 75 k to 58 k instructions
+// (docs/performance.md, "Schema 7"). A trigger that stops at its WHEN still
+// costs its frame, so a claim (0 -> 3), which ran one such trigger, now runs
+// three: 2 % more. Same behaviour for every writer: each WHEN holds wherever
+// the schema 6 statement changed something.
+// - outbox_count_update: the undelivered counter, as in schema 1.
+// - outbox_delivered_at: keeps delivered_at set exactly on delivered rows
+//   for writers that do not (plain SQL, a requeue). Also on UPDATE OF
+//   delivered_at, so that a plain-SQL write of that column alone cannot take
+//   an undelivered keyed row out of outbox_ordering (and out of the order).
+// - outbox_unpark_update: a dead row that stops blocking (retried, delivered,
+//   cancelled, expired) gives the rows parked behind it their place back.
+// - outbox_count_delete / outbox_unpark_delete: the delete trigger, split
+//   the same way (a pending row deleted by plain SQL paid the unpark too).
+// Triggers only, no row rewritten; one transaction: a kill leaves schema 6.
+inline constexpr char kMigration7[] = R"sql(
+DROP TRIGGER outbox_count_update;
+CREATE TRIGGER outbox_count_update AFTER UPDATE OF status ON outbox
+  WHEN (OLD.status = 1) <> (NEW.status = 1)
+BEGIN
+  UPDATE outbox_counters SET value = value + (CASE WHEN NEW.status = 1 THEN -1 ELSE 1 END)
+   WHERE name = 'undelivered';
+END;
+CREATE TRIGGER outbox_delivered_at AFTER UPDATE OF status, dead_reason, delivered_at ON outbox
+  WHEN (NEW.status = 1) <> (NEW.delivered_at IS NOT NULL)
+BEGIN
+  UPDATE outbox SET delivered_at = CASE WHEN NEW.status = 1 THEN NEW.updated_at END
+   WHERE id = NEW.id;
+END;
+CREATE TRIGGER outbox_unpark_update AFTER UPDATE OF status, dead_reason ON outbox
+  WHEN OLD.status = 2 AND OLD.ordering_key IS NOT NULL
+   AND (NEW.status <> 2 OR coalesce(NEW.dead_reason, '') IN ('expired', 'cancelled'))
+BEGIN
+  )sql" OUTBOX_UNPARK_BEHIND("OLD.status = 2") R"sql(
+END;
+
+DROP TRIGGER outbox_count_delete;
+CREATE TRIGGER outbox_count_delete AFTER DELETE ON outbox WHEN OLD.status <> 1
+BEGIN
+  UPDATE outbox_counters SET value = value - 1 WHERE name = 'undelivered';
+END;
+CREATE TRIGGER outbox_unpark_delete AFTER DELETE ON outbox
+  WHEN OLD.status = 2 AND OLD.ordering_key IS NOT NULL
+BEGIN
+  )sql" OUTBOX_UNPARK_BEHIND("OLD.status = 2") R"sql(
+END;
+)sql";
+
 // --- enqueue -------------------------------------------------------------------
 
 // ?1 topic, ?2 msg_key, ?3 payload, ?4 headers, ?5 max_attempts, ?6 backoff,

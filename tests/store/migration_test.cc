@@ -221,7 +221,7 @@ TEST(Migration, Schema6TakesDeliveredKeyedRowsOutOfTheOrderingIndex) {
   Options options;
   options.path = path;
   Store store(options);
-  EXPECT_EQ(SchemaVersionOf(path), 6);
+  EXPECT_EQ(SchemaVersionOf(path), kSchemaVersion);
   SQLite::Database& db = store.connection();
   EXPECT_NE(IndexSql(db, "outbox_ordering").find("delivered_at IS NULL"), std::string::npos);
   EXPECT_EQ(IndexSql(db, "outbox_ordering").find("status"), std::string::npos);
@@ -271,8 +271,101 @@ TEST(Migration, AStoppedMigration6IsUndoneAndTheNextOpenFinishesIt) {
     app.exec(count_update);
   }
   Store store(options);
-  EXPECT_EQ(SchemaVersionOf(path), 6);
+  EXPECT_EQ(SchemaVersionOf(path), kSchemaVersion);
   EXPECT_EQ(Count(store.connection(), "SELECT count(*) FROM outbox WHERE delivered_at = 11"), 1);
+}
+
+// A schema 6 file with keyed rows in every state: a1 delivered, a2 pending,
+// b1 in flight, c1 dead (permanent) with c2 parked behind it.
+std::string MakeSchema6WithKeyedRows(const TempDir& dir) {
+  const std::string path = dir.File("app.db");
+  testing::MakeFileAtVersion(path, 6);
+  SQLite::Database app(path, SQLite::OPEN_READWRITE);
+  app.exec(
+      "INSERT INTO outbox(id, topic, msg_key, payload, ordering_key, status, dead_reason,"
+      " delivered_at, next_attempt_at, updated_at) VALUES"
+      " (1, 't', 'a1', 'x', 'a', 1, NULL, 11, 11, 11), (2, 't', 'a2', 'x', 'a', 0, NULL, NULL, 12, 12),"
+      " (3, 't', 'b1', 'x', 'b', 3, NULL, NULL, 13, 13),"
+      " (4, 't', 'c1', 'x', 'c', 2, 'permanent', NULL, 14, 14),"
+      " (5, 't', 'c2', 'x', 'c', 0, NULL, NULL, " +
+      std::to_string(kParkedAt) + ", 15)");
+  return path;
+}
+
+std::string TriggerSql(SQLite::Database& db) {
+  SQLite::Statement q(db, "SELECT name, sql FROM sqlite_schema WHERE type = 'trigger' ORDER BY name");
+  std::string all;
+  while (q.executeStep()) all += q.getColumn(0).getString() + ": " + q.getColumn(1).getString() + "\n";
+  return all;
+}
+
+// Migration 7: outbox_count_update keeps only the counter; delivered_at and
+// the unparking have triggers of their own (so have the counter and the
+// unparking on delete). No row changes.
+TEST(Migration, Schema7SplitsTheUpdateAndDeleteTriggersAndKeepsEveryRow) {
+  TempDir dir;
+  const std::string path = MakeSchema6WithKeyedRows(dir);
+  Options options;
+  options.path = path;
+  Store store(options);
+  EXPECT_EQ(SchemaVersionOf(path), kSchemaVersion);
+  SQLite::Database& db = store.connection();
+  const std::string counter = IndexSql(db, "outbox_count_update");
+  EXPECT_NE(counter.find("outbox_counters"), std::string::npos) << counter;
+  EXPECT_EQ(counter.find("delivered_at"), std::string::npos) << counter;
+  EXPECT_EQ(counter.find("next_attempt_at"), std::string::npos) << counter;
+  EXPECT_EQ(IndexSql(db, "outbox_count_delete").find("next_attempt_at"), std::string::npos);
+  for (const char* name : {"outbox_delivered_at", "outbox_unpark_update", "outbox_unpark_delete"}) {
+    EXPECT_NE(IndexSql(db, name), "") << name;
+  }
+  // A file made now has the same triggers, made by the same migrations.
+  {
+    Options fresh;
+    fresh.path = dir.File("fresh.db");
+    fresh.create = true;
+    Store made(fresh);
+    EXPECT_EQ(TriggerSql(made.connection()), TriggerSql(db));
+  }
+  EXPECT_EQ(Count(db, "SELECT value FROM outbox_counters WHERE name = 'undelivered'"), 4);
+  EXPECT_EQ(Count(db, "SELECT count(*) FROM outbox WHERE id = 1 AND delivered_at = 11"), 1);
+  EXPECT_EQ(Count(db, "SELECT count(*) FROM outbox WHERE id = 5 AND next_attempt_at = " +
+                          std::to_string(kParkedAt)),
+            1);
+  // The jobs still done on the migrated rows: a plain-SQL retry of the dead
+  // head gives c2 its place back and counts nothing twice.
+  db.exec("UPDATE outbox SET status = 0, dead_reason = NULL WHERE id = 4");
+  EXPECT_EQ(Count(db, "SELECT next_attempt_at FROM outbox WHERE id = 5"), 15);
+  EXPECT_EQ(Count(db, "SELECT value FROM outbox_counters WHERE name = 'undelivered'"), 4);
+}
+
+// A migration 7 that stops halfway (its last trigger collides with one of
+// the application's after the update trigger was replaced; a kill ends the
+// transaction the same way) leaves the file at schema 6 with its triggers;
+// the next open does it all.
+TEST(Migration, AStoppedMigration7IsUndoneAndTheNextOpenFinishesIt) {
+  TempDir dir;
+  const std::string path = MakeSchema6WithKeyedRows(dir);
+  {
+    SQLite::Database app(path, SQLite::OPEN_READWRITE);
+    app.exec("CREATE TABLE app_log(x)");
+    app.exec("CREATE TRIGGER outbox_unpark_delete AFTER INSERT ON app_log BEGIN SELECT 1; END");
+  }
+  Options options;
+  options.path = path;
+  options.backup_before_migration = false;
+  EXPECT_THROW(Store store(options), StoreError);
+  EXPECT_EQ(SchemaVersionOf(path), 6);
+  {
+    SQLite::Database app(path, SQLite::OPEN_READWRITE);
+    EXPECT_NE(IndexSql(app, "outbox_count_update").find("delivered_at"), std::string::npos);
+    EXPECT_EQ(IndexSql(app, "outbox_delivered_at"), "");
+    app.exec("DROP TRIGGER outbox_unpark_delete");
+  }
+  Store store(options);
+  EXPECT_EQ(SchemaVersionOf(path), kSchemaVersion);
+  EXPECT_EQ(IndexSql(store.connection(), "outbox_count_update").find("delivered_at"),
+            std::string::npos);
+  EXPECT_NE(IndexSql(store.connection(), "outbox_unpark_delete"), "");
 }
 
 // What an older binary says when it meets this file: one line naming the

@@ -312,7 +312,7 @@ TEST_F(OrderingTest, TheFirstRecordedModeWinsAndIsReadBack) {
 
 // Schema 6 keeps delivered rows out of outbox_ordering through delivered_at:
 // set by the statements that deliver, cleared when a row leaves delivered
-// (by the store or by plain SQL; the trigger outbox_count_update sees both).
+// (by the store or by plain SQL; the trigger outbox_delivered_at sees both).
 std::optional<std::int64_t> DeliveredAt(Store& store, std::int64_t id) {
   SQLite::Statement q(store.connection(), "SELECT delivered_at FROM outbox WHERE id = ?");
   q.bind(1, id);

@@ -41,7 +41,7 @@ class RawTransaction;  // the store's transaction guard (internal)
 }
 
 // Bump with every migration in store/src/schema.cc.
-inline constexpr int kSchemaVersion = 6;
+inline constexpr int kSchemaVersion = 7;
 // Keys longer than this are rejected (they end up in HTTP headers and logs).
 inline constexpr std::size_t kMaxKeyBytes = 255;
 // A message's schema_version is at most this long.
