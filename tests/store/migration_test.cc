@@ -284,7 +284,8 @@ std::string MakeSchema6WithKeyedRows(const TempDir& dir) {
   app.exec(
       "INSERT INTO outbox(id, topic, msg_key, payload, ordering_key, status, dead_reason,"
       " delivered_at, next_attempt_at, updated_at) VALUES"
-      " (1, 't', 'a1', 'x', 'a', 1, NULL, 11, 11, 11), (2, 't', 'a2', 'x', 'a', 0, NULL, NULL, 12, 12),"
+      " (1, 't', 'a1', 'x', 'a', 1, NULL, 11, 11, 11),"
+      " (2, 't', 'a2', 'x', 'a', 0, NULL, NULL, 12, 12),"
       " (3, 't', 'b1', 'x', 'b', 3, NULL, NULL, 13, 13),"
       " (4, 't', 'c1', 'x', 'c', 2, 'permanent', NULL, 14, 14),"
       " (5, 't', 'c2', 'x', 'c', 0, NULL, NULL, " +
@@ -293,9 +294,12 @@ std::string MakeSchema6WithKeyedRows(const TempDir& dir) {
 }
 
 std::string TriggerSql(SQLite::Database& db) {
-  SQLite::Statement q(db, "SELECT name, sql FROM sqlite_schema WHERE type = 'trigger' ORDER BY name");
+  SQLite::Statement q(db,
+                      "SELECT name, sql FROM sqlite_schema WHERE type = 'trigger' ORDER BY name");
   std::string all;
-  while (q.executeStep()) all += q.getColumn(0).getString() + ": " + q.getColumn(1).getString() + "\n";
+  while (q.executeStep()) {
+    all += q.getColumn(0).getString() + ": " + q.getColumn(1).getString() + "\n";
+  }
   return all;
 }
 

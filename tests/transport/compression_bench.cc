@@ -138,11 +138,13 @@ int main(int argc, char** argv) {
                  "  body bytes per message: none %.1f, gzip %.1f (%.2fx smaller)\n"
                  "  ms per batch (build, compress, POST on loopback): none %.2f, gzip %.2f\n",
                  batches, kBatch, plain_per, gzip_per, ratio, plain_ms, gzip_ms);
-    std::printf("@row\t10 gzip: body bytes per message, 100-message NDJSON batches\t%.0f B\t%.0f B\t"
-                "%.2f\t>= %.0fx smaller\t%s\n",
-                gzip_per, plain_per, ratio, kTargetRatio, ratio >= kTargetRatio ? "yes" : "NO");
-    std::printf("@row\t10 gzip: ms per 100-message batch (loopback)\t%.2f ms\t%.2f ms\t%.2f\t-\t-\n",
-                gzip_ms, plain_ms, gzip_ms / plain_ms);
+    std::printf(
+        "@row\t10 gzip: body bytes per message, 100-message NDJSON batches\t%.0f B\t%.0f B\t"
+        "%.2f\t>= %.0fx smaller\t%s\n",
+        gzip_per, plain_per, ratio, kTargetRatio, ratio >= kTargetRatio ? "yes" : "NO");
+    std::printf(
+        "@row\t10 gzip: ms per 100-message batch (loopback)\t%.2f ms\t%.2f ms\t%.2f\t-\t-\n",
+        gzip_ms, plain_ms, gzip_ms / plain_ms);
     return 0;
   } catch (const std::exception& error) {
     std::fprintf(stderr, "compression_bench: %s\n", error.what());
