@@ -66,7 +66,7 @@ class DeliveryWorker {
   // lease lapsed, ends the run; a row that is not delivered ends it too.
   // Whatever ends it hands the unsent rows back (no attempt counted) in a
   // write queued before the ending row's own outcome. Only a row sent with
-  // nothing left in hand claims the key's next row (Store::ClaimNextOfKey).
+  // nothing left in hand claims the key's next row (Writer::Task::claim_next).
   void WorkRun(Route& route, std::vector<store::Claimed>& run);
   // One row of a run. True when it was delivered; false when it ended the
   // run (having called `end_run` before queuing its outcome).

@@ -141,6 +141,7 @@ void ClaimSuccessors(store::Store& s, std::span<const NextOfKey* const> keys, Su
       }
     }
     auto rows = keys[i]->claims->Claim(s, keys[i]->topic, same);
+    if (rows.empty()) continue;
     auto to = std::find_if(claimed.begin(), claimed.end(),
                            [&](const auto& c) { return c.first == keys[i]->claims; });
     if (to == claimed.end()) to = claimed.insert(claimed.end(), {keys[i]->claims, {}});
@@ -251,6 +252,9 @@ bool Writer::Commit(std::deque<Item>& segment, std::stop_token& stop) {
       if (RedoWithoutHook(current, e)) continue;
       failure = std::current_exception();
     } catch (const store::StoreError& e) {
+      // Also a failed fsync after COMMIT (claims made in the transaction):
+      // the group is committed then, its redo changes nothing, and the rows
+      // it claimed are sent once their lease lapses.
       busy = e.busy();
       failure = std::current_exception();
     } catch (...) {

@@ -73,9 +73,9 @@ class Writer {
     // recorded before `apply` runs (which may then be empty). The writer
     // records consecutive ones with one statement (Store::CompleteEach).
     std::optional<store::DeliveredLease> complete = std::nullopt;
-    // With `complete`: the key whose next row is claimed right after it, in
-    // the same transaction; the writer claims for every such key of the
-    // group at once.
+    // With `complete`: the key whose next row is claimed in the same
+    // transaction, after the plain completions queued before the next task
+    // that does more (or the end), for all their keys at once.
     std::optional<NextOfKey> claim_next = std::nullopt;
   };
 

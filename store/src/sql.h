@@ -430,7 +430,8 @@ SELECT o.id AS id, o.topic AS topic, o.msg_key AS msg_key,
 // status); older binaries refuse the file (schema 6), so no agent claims by
 // the old index. The statements that deliver set delivered_at themselves;
 // outbox_count_update, which fires exactly on transitions into or out of
-// delivered, keeps it right for any other writer (plain SQL, a requeue).
+// delivered, keeps it right for any other writer (plain SQL, a requeue;
+// outbox_delivered_at does since schema 7).
 // Keyed rows delivered before the migration get it, so they leave the
 // index; unkeyed ones keep NULL (the column reads "not recorded" there).
 // Also the parking of rows behind dead heads (OUTBOX_PARKED): the index of

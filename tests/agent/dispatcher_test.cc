@@ -116,5 +116,35 @@ TEST_F(DispatcherTest, AStoppingAgentRevertsInsteadOfDispatching) {
   EXPECT_EQ(taken_.load(), 0);
 }
 
+// The claim of a completed key's next row (SuccessorClaims) takes nothing
+// while the agent stops or takes back a crashed agent's rows, as the eager
+// path does, and takes the row otherwise.
+TEST_F(DispatcherTest, NextOfKeyClaimsTakeNothingWhileStoppingOrOnProbation) {
+  std::int64_t id = 0;
+  const auto claim = [&] {
+    std::size_t claimed = 0;
+    rt_.writer->Run([&](store::Store& s) {
+      const std::string keys[] = {"k"};
+      claimed = dispatcher_.Claim(s, "a", keys).size();
+    });
+    return claimed;
+  };
+  rt_.writer->Run([&](store::Store& s) {
+    s.AgreeOrdering("a", {true, store::DeadHead::kBlock}, rt_.clock->WallMs());
+    store::NewMessage message{"a", "m1", "{}", "", {}};
+    message.ordering_key = "k";
+    id = store::Producer(s.connection()).Enqueue(message).id;
+  });
+  rt_.stopping = true;
+  EXPECT_EQ(claim(), 0u);
+  rt_.stopping = false;
+  rt_.probation = true;
+  EXPECT_EQ(claim(), 0u);
+  EXPECT_EQ(StatusOf(id), store::Status::kPending);
+  rt_.probation = false;
+  EXPECT_EQ(claim(), 1u);
+  EXPECT_EQ(StatusOf(id), store::Status::kInFlight);
+}
+
 }  // namespace
 }  // namespace outbox::agent

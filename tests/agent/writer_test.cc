@@ -208,6 +208,53 @@ TEST_F(WriterTest, OrderedCompletionsClaimTheirKeysNextRowsTogetherInQueueOrder)
   EXPECT_EQ(ids, next_ids);
 }
 
+// A group that fails is redone item by item: the successors claimed in the
+// rolled-back attempt are not handed over, each key's next row goes once.
+TEST_F(WriterTest, AFailedGroupHandsOverEachSuccessorOnceFromItsRedo) {
+  Writer writer(options_, Logger());
+  constexpr std::int64_t kNow = RecordingSuccessors::kNow;
+  std::vector<store::Claimed> heads;
+  std::vector<std::int64_t> next_ids;
+  writer.Run([&](store::Store& s) {
+    s.AgreeOrdering("t", {true, store::DeadHead::kBlock}, kNow);
+    for (int round = 0; round < 2; ++round) {
+      for (const char* key : {"a", "b"}) {
+        s.connection().exec(
+            "INSERT INTO outbox(topic, msg_key, payload, ordering_key, next_attempt_at)"
+            " VALUES('t', '" + std::string(key) + std::to_string(round) + "', 'x', '" + key +
+            "', " + std::to_string(kNow) + ")");
+        if (round == 1) next_ids.push_back(s.connection().getLastInsertRowid());
+      }
+    }
+    heads = s.ClaimDue("t", "me", kNow + 60'000, kNow, 10);
+  });
+  ASSERT_EQ(heads.size(), 2u);
+  RecordingSuccessors successors;
+  std::promise<void> release;
+  auto blocked = BlockWriter(writer, release.get_future().share());
+  const auto complete = [&](std::size_t i) {
+    Writer::Task task;
+    task.deferrable = true;
+    task.complete = store::DeliveredLease{heads[i].lease, kNow};
+    task.claim_next = NextOfKey{&successors, "t", *heads[i].row.ordering_key};
+    writer.Submit(std::move(task));
+  };
+  complete(0);
+  writer.Submit({[](store::Store&) { throw std::runtime_error("bad"); }, {}});
+  complete(1);
+  release.set_value();
+  blocked.get();
+  writer.Run([](store::Store&) {});
+  EXPECT_EQ(successors.asked,
+            (std::vector<std::vector<std::string>>{{"a"}, {"a"}, {"b"}}));
+  std::lock_guard lock(successors.mutex);
+  std::vector<std::int64_t> ids;
+  for (const auto& rows : successors.handed_over) {
+    for (const auto& c : rows) ids.push_back(c.lease.id);
+  }
+  EXPECT_EQ(ids, next_ids);
+}
+
 TEST_F(WriterTest, AFailingChangeCostsOnlyItselfNotItsGroup) {
   Writer writer(options_, Logger());
   std::promise<void> release;

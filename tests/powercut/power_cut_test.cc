@@ -168,6 +168,7 @@ enum class ClaimSyncBy {
   kStore,          // the claim's commit
   kCallerUnsynced, // ClaimSync::kByCaller, and the caller never syncs
   kCallerReader,   // ClaimSync::kByCaller, synced through another connection
+  kStoreNextOfKeys,  // the commit of a writer transaction that claimed a key's next row
 };
 
 // The store alone: an application commits on NORMAL, a claimer claims the
@@ -202,7 +203,9 @@ int PhantomsOfStoreClaims(ClaimSyncBy by, int rounds) {
       store::Producer producer(app);
       for (int i = 0; i < 3; ++i) {
         const std::string key = "k" + std::to_string(i);
-        const auto id = producer.Enqueue({"t", key, "p", "", {}}, {.standalone = true}).id;
+        store::NewMessage message{"t", key, "p", "", {}};
+        message.ordering_key = key;
+        const auto id = producer.Enqueue(message, {.standalone = true}).id;
         const std::int64_t now = std::chrono::duration_cast<std::chrono::milliseconds>(
                                      std::chrono::system_clock::now().time_since_epoch())
                                      .count();
@@ -215,6 +218,11 @@ int PhantomsOfStoreClaims(ClaimSyncBy by, int rounds) {
                          .empty();
           txn.Commit();
           if (by == ClaimSyncBy::kCallerReader) reader.SyncLogForClaims();
+        } else if (by == ClaimSyncBy::kStoreNextOfKeys) {
+          store::Store::WriteTransaction txn(claimer);
+          const std::string keys[] = {key};
+          claimed = !claimer.ClaimNextOfKeys("t", keys, "owner", now + 60'000, now).empty();
+          txn.Commit();
         } else {
           store::Store::WriteTransaction txn(claimer);
           claimed = claimer.ClaimById(id, "owner", now + 60'000, now).has_value();
@@ -242,6 +250,12 @@ TEST(PowerCut, ClaimsWithoutALogSyncWouldSendLostCommits) {
 
 TEST(PowerCut, ClaimedRowsSurviveEveryCut) {
   EXPECT_EQ(PhantomsOfStoreClaims(ClaimSyncBy::kStore, 12), 0);
+}
+
+// The writer's claim of the next rows of keys (per-key ordering), made in
+// its group's transaction.
+TEST(PowerCut, RowsClaimedAsTheNextOfTheirKeySurviveEveryCut) {
+  EXPECT_EQ(PhantomsOfStoreClaims(ClaimSyncBy::kStoreNextOfKeys, 12), 0);
 }
 
 TEST(PowerCut, AClaimLeftToItsCallerIsNotSyncedByItsCommit) {
