@@ -151,38 +151,52 @@ class RecordingSuccessors : public SuccessorClaims {
   std::vector<std::vector<store::Claimed>> handed_over;
 };
 
+// Two rows of each key on an ordered topic, the heads claimed.
+struct KeyedRows {
+  std::vector<store::Claimed> heads;
+  std::vector<std::int64_t> next_ids;  // the second row of each key
+};
+KeyedRows TwoRowsPerKey(Writer& writer, std::initializer_list<const char*> keys) {
+  constexpr std::int64_t kNow = RecordingSuccessors::kNow;
+  KeyedRows rows;
+  writer.Run([&](store::Store& s) {
+    s.AgreeOrdering("t", {true, store::DeadHead::kBlock}, kNow);
+    for (int round = 0; round < 2; ++round) {
+      for (const char* key : keys) {
+        s.connection().exec(
+            "INSERT INTO outbox(topic, msg_key, payload, ordering_key, next_attempt_at)"
+            " VALUES('t', '" + std::string(key) + std::to_string(round) + "', 'x', '" + key +
+            "', " + std::to_string(kNow) + ")");
+        if (round == 1) rows.next_ids.push_back(s.connection().getLastInsertRowid());
+      }
+    }
+    rows.heads = s.ClaimDue("t", "me", kNow + 60'000, kNow, 10);
+  });
+  return rows;
+}
+
+// The completion of `head` that claims its key's next row.
+void SubmitCompletion(Writer& writer, SuccessorClaims& successors, const store::Claimed& head) {
+  Writer::Task task;
+  task.deferrable = true;
+  task.complete = store::DeliveredLease{head.lease, RecordingSuccessors::kNow};
+  task.claim_next = NextOfKey{&successors, "t", *head.row.ordering_key};
+  writer.Submit(std::move(task));
+}
+
 // Per-key ordering: the completions of a group claim their keys' next rows
 // with one claim after them, handed over once committed; a change queued
 // between completions sees the successors of those before it claimed.
 TEST_F(WriterTest, OrderedCompletionsClaimTheirKeysNextRowsTogetherInQueueOrder) {
   Writer writer(options_, Logger());
-  constexpr std::int64_t kNow = RecordingSuccessors::kNow;
-  std::vector<store::Claimed> heads;
-  std::vector<std::int64_t> next_ids;
-  writer.Run([&](store::Store& s) {
-    s.AgreeOrdering("t", {true, store::DeadHead::kBlock}, kNow);
-    for (int round = 0; round < 2; ++round) {
-      for (const char* key : {"a", "b", "c"}) {
-        s.connection().exec(
-            "INSERT INTO outbox(topic, msg_key, payload, ordering_key, next_attempt_at)"
-            " VALUES('t', '" + std::string(key) + std::to_string(round) + "', 'x', '" + key +
-            "', " + std::to_string(kNow) + ")");
-        if (round == 1) next_ids.push_back(s.connection().getLastInsertRowid());
-      }
-    }
-    heads = s.ClaimDue("t", "me", kNow + 60'000, kNow, 10);
-  });
+  const KeyedRows rows = TwoRowsPerKey(writer, {"a", "b", "c"});
+  const std::vector<store::Claimed>& heads = rows.heads;
+  const std::vector<std::int64_t>& next_ids = rows.next_ids;
   ASSERT_EQ(heads.size(), 3u);
   RecordingSuccessors successors;
   std::promise<void> release;
   auto blocked = BlockWriter(writer, release.get_future().share());
-  const auto complete = [&](std::size_t i) {
-    Writer::Task task;
-    task.deferrable = true;
-    task.complete = store::DeliveredLease{heads[i].lease, kNow};
-    task.claim_next = NextOfKey{&successors, "t", *heads[i].row.ordering_key};
-    writer.Submit(std::move(task));
-  };
+  const auto complete = [&](std::size_t i) { SubmitCompletion(writer, successors, heads[i]); };
   complete(0);
   int in_flight_at_change = -1;
   writer.Submit({[&](store::Store& s) {
@@ -212,33 +226,14 @@ TEST_F(WriterTest, OrderedCompletionsClaimTheirKeysNextRowsTogetherInQueueOrder)
 // rolled-back attempt are not handed over, each key's next row goes once.
 TEST_F(WriterTest, AFailedGroupHandsOverEachSuccessorOnceFromItsRedo) {
   Writer writer(options_, Logger());
-  constexpr std::int64_t kNow = RecordingSuccessors::kNow;
-  std::vector<store::Claimed> heads;
-  std::vector<std::int64_t> next_ids;
-  writer.Run([&](store::Store& s) {
-    s.AgreeOrdering("t", {true, store::DeadHead::kBlock}, kNow);
-    for (int round = 0; round < 2; ++round) {
-      for (const char* key : {"a", "b"}) {
-        s.connection().exec(
-            "INSERT INTO outbox(topic, msg_key, payload, ordering_key, next_attempt_at)"
-            " VALUES('t', '" + std::string(key) + std::to_string(round) + "', 'x', '" + key +
-            "', " + std::to_string(kNow) + ")");
-        if (round == 1) next_ids.push_back(s.connection().getLastInsertRowid());
-      }
-    }
-    heads = s.ClaimDue("t", "me", kNow + 60'000, kNow, 10);
-  });
+  const KeyedRows rows = TwoRowsPerKey(writer, {"a", "b"});
+  const std::vector<store::Claimed>& heads = rows.heads;
+  const std::vector<std::int64_t>& next_ids = rows.next_ids;
   ASSERT_EQ(heads.size(), 2u);
   RecordingSuccessors successors;
   std::promise<void> release;
   auto blocked = BlockWriter(writer, release.get_future().share());
-  const auto complete = [&](std::size_t i) {
-    Writer::Task task;
-    task.deferrable = true;
-    task.complete = store::DeliveredLease{heads[i].lease, kNow};
-    task.claim_next = NextOfKey{&successors, "t", *heads[i].row.ordering_key};
-    writer.Submit(std::move(task));
-  };
+  const auto complete = [&](std::size_t i) { SubmitCompletion(writer, successors, heads[i]); };
   complete(0);
   writer.Submit({[](store::Store&) { throw std::runtime_error("bad"); }, {}});
   complete(1);
@@ -249,8 +244,8 @@ TEST_F(WriterTest, AFailedGroupHandsOverEachSuccessorOnceFromItsRedo) {
             (std::vector<std::vector<std::string>>{{"a"}, {"a"}, {"b"}}));
   std::lock_guard lock(successors.mutex);
   std::vector<std::int64_t> ids;
-  for (const auto& rows : successors.handed_over) {
-    for (const auto& c : rows) ids.push_back(c.lease.id);
+  for (const auto& handed : successors.handed_over) {
+    for (const auto& c : handed) ids.push_back(c.lease.id);
   }
   EXPECT_EQ(ids, next_ids);
 }
