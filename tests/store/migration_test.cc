@@ -387,7 +387,8 @@ std::string MakeSchema7WithRowsSchema8Refuses(const TempDir& dir) {
 }
 
 // Migration 8: the insert trigger checks the retry columns, the topic's
-// length and the headers' size; rows already written stay as they are.
+// length and the headers' size; rows already written stay as they are; the
+// undelivered counter gets its mark above every row.
 TEST(Migration, Schema8ChecksNewRowsAndKeepsEveryOldOne) {
   TempDir dir;
   const std::string path = MakeSchema7WithRowsSchema8Refuses(dir);
@@ -401,6 +402,13 @@ TEST(Migration, Schema8ChecksNewRowsAndKeepsEveryOldOne) {
             1);
   EXPECT_EQ(store.Get(2)->payload, "y");
   EXPECT_EQ(Count(db, "SELECT value FROM outbox_counters WHERE name = 'undelivered'"), 2);
+  // Every row is below the counter's mark; the count stays exact after it.
+  EXPECT_EQ(Count(db, "SELECT value FROM outbox_counters WHERE name = 'counted_upto'"), 2);
+  EXPECT_EQ(store.GetStats().undelivered, 2);
+  db.exec("INSERT INTO outbox(topic, msg_key, payload) VALUES('t', 'big', zeroblob(20000))");
+  db.exec("UPDATE outbox SET status = 1 WHERE id = 1");
+  EXPECT_EQ(store.GetStats().undelivered, 2);
+  EXPECT_EQ(store.Get(3)->payload.size(), 20000u);
   for (const char* bad :
        {"INSERT INTO outbox(topic, msg_key, payload, backoff) VALUES('t', 'c', 'x', 'linear')",
         "INSERT INTO outbox(topic, msg_key, payload, max_attempts) VALUES('t', 'c', 'x', 0)",
