@@ -647,7 +647,12 @@ BEGIN
     WHEN length(CAST(NEW.payload AS BLOB)) > 0 AND max_payload_bytes > 0
          AND length(CAST(NEW.payload AS BLOB)) > max_payload_bytes
       THEN RAISE(ABORT, 'outbox: payload: larger than limits.max_payload_bytes')
+    -- Rows above the mark are counted only when there could be enough of
+    -- them: ids are distinct, so there are at most max(id) - mark.
     WHEN max_pending > 0
+         AND (SELECT value FROM outbox_counters WHERE name = 'undelivered')
+             + (SELECT max(id) FROM outbox)
+             - (SELECT value FROM outbox_counters WHERE name = 'counted_upto') >= max_pending
          AND (SELECT value FROM outbox_counters WHERE name = 'undelivered')
              + )sql" OUTBOX_UNCOUNTED R"sql( >= max_pending
       THEN RAISE(ABORT, 'outbox: capacity: limits.max_pending reached')
