@@ -460,6 +460,35 @@ TEST(Migration, AStoppedMigration8IsUndoneAndTheNextOpenFinishesIt) {
   EXPECT_EQ(Count(store.connection(), "SELECT count(*) FROM outbox"), 3);
 }
 
+// The same stop halfway: an application's trigger has the name of one that
+// migration 8 creates after it replaced the insert trigger, the payload move
+// and the insert counter and added the counter's mark.
+TEST(Migration, AMigration8StoppedHalfwayLeavesSchema7AsItWas) {
+  TempDir dir;
+  const std::string path = MakeSchema7WithRowsSchema8Refuses(dir);
+  std::string schema7;
+  {
+    SQLite::Database app(path, SQLite::OPEN_READWRITE);
+    schema7 = TriggerSql(app);
+    app.exec("CREATE TABLE app_log(x)");
+    app.exec("CREATE TRIGGER outbox_count_fold AFTER INSERT ON app_log BEGIN SELECT 1; END");
+  }
+  Options options;
+  options.path = path;
+  options.backup_before_migration = false;
+  EXPECT_THROW(Store store(options), StoreError);
+  EXPECT_EQ(SchemaVersionOf(path), 7);
+  {
+    SQLite::Database app(path, SQLite::OPEN_READWRITE);
+    app.exec("DROP TRIGGER outbox_count_fold");
+    EXPECT_EQ(TriggerSql(app), schema7);
+    EXPECT_EQ(Count(app, "SELECT count(*) FROM outbox_counters WHERE name = 'counted_upto'"), 0);
+  }
+  Store store(options);
+  EXPECT_EQ(SchemaVersionOf(path), kSchemaVersion);
+  EXPECT_EQ(store.GetStats().undelivered, 2);
+}
+
 // What an older binary says when it meets this file: one line naming the
 // file and the way out (the check it runs is this build's own check, with
 // the version one higher).
