@@ -579,6 +579,7 @@ END;
 // - max_attempts and first_interval_ms: NULL or a positive integer; backoff:
 //   NULL, 'fixed' or 'exponential' ('linear', 0 and -5 were accepted).
 // Rows already in the file are not judged again (insert trigger only).
+// An index for a message's audit entries (outbox_audit_row).
 // And a one-message transaction writes fewer pages (docs/performance.md,
 // "Where a one-message transaction's pages go"): no counter page per insert
 // (the counter holds the rows up to a mark, the few above it are counted
@@ -599,13 +600,13 @@ BEGIN
   SELECT RAISE(ABORT, 'outbox: msg_key: must be a non-empty string of at most 255 bytes')
    WHERE typeof(NEW.msg_key) <> 'text' OR length(NEW.msg_key) = 0
       OR length(CAST(NEW.msg_key AS BLOB)) > 255;
-  SELECT RAISE(ABORT, 'outbox: max_attempts: must be a positive integer')
+  SELECT RAISE(ABORT, 'outbox: max_attempts: expected a positive integer')
    WHERE NEW.max_attempts IS NOT NULL
      AND (typeof(NEW.max_attempts) <> 'integer' OR NEW.max_attempts < 1);
-  SELECT RAISE(ABORT, 'outbox: backoff: must be ''fixed'' or ''exponential''')
+  SELECT RAISE(ABORT, 'outbox: backoff: expected ''fixed'' or ''exponential''')
    WHERE NEW.backoff IS NOT NULL
      AND (typeof(NEW.backoff) <> 'text' OR NEW.backoff NOT IN ('fixed', 'exponential'));
-  SELECT RAISE(ABORT, 'outbox: first_interval_ms: must be a positive integer')
+  SELECT RAISE(ABORT, 'outbox: first_interval_ms: expected a positive integer')
    WHERE NEW.first_interval_ms IS NOT NULL
      AND (typeof(NEW.first_interval_ms) <> 'integer' OR NEW.first_interval_ms < 1);
   SELECT RAISE(ABORT, 'outbox: schema_version: must be 1 to 64 token characters (letters, digits, !#$%&''*+-.^_`|~)')
@@ -730,6 +731,10 @@ CREATE TRIGGER outbox_count_delete AFTER DELETE ON outbox
 BEGIN
   UPDATE outbox_counters SET value = value - 1 WHERE name = 'undelivered';
 END;
+
+-- A message's audit entries (the console's history of one row): an
+-- operator action writes this index, no enqueue, claim or completion does.
+CREATE INDEX outbox_audit_row ON outbox_audit(row_id, id) WHERE row_id IS NOT NULL;
 )sql";
 
 // --- enqueue -------------------------------------------------------------------

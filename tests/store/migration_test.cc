@@ -405,6 +405,7 @@ TEST(Migration, Schema8ChecksNewRowsAndKeepsEveryOldOne) {
   // Every row is below the counter's mark; the count stays exact after it.
   EXPECT_EQ(Count(db, "SELECT value FROM outbox_counters WHERE name = 'counted_upto'"), 2);
   EXPECT_EQ(store.GetStats().undelivered, 2);
+  EXPECT_NE(IndexSql(db, "outbox_audit_row").find("row_id IS NOT NULL"), std::string::npos);
   db.exec("INSERT INTO outbox(topic, msg_key, payload) VALUES('t', 'big', zeroblob(20000))");
   db.exec("UPDATE outbox SET status = 1 WHERE id = 1");
   EXPECT_EQ(store.GetStats().undelivered, 2);
