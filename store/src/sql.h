@@ -661,9 +661,10 @@ BEGIN
          AND length(CAST(NEW.payload AS BLOB)) > max_payload_bytes
       THEN RAISE(ABORT, 'outbox: payload: larger than limits.max_payload_bytes')
     WHEN max_pending > 0
-         AND (SELECT value + (SELECT max(id) FROM outbox) - upto
-                FROM outbox_counters WHERE name = 'undelivered') >= max_pending
-         AND (SELECT value + (SELECT count(*) FROM outbox WHERE status <> 1 AND id > upto)
+         AND (SELECT CASE WHEN value + (SELECT max(id) FROM outbox) - upto < max_pending
+                          THEN value
+                          ELSE value + (SELECT count(*) FROM outbox
+                                         WHERE status <> 1 AND id > upto) END
                 FROM outbox_counters WHERE name = 'undelivered') >= max_pending
       THEN RAISE(ABORT, 'outbox: capacity: limits.max_pending reached')
     WHEN max_db_bytes > 0
