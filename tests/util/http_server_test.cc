@@ -88,7 +88,9 @@ class Client {
   bool closed_ = false;
 };
 
-std::string Status(const std::string& response) { return response.substr(0, response.find("\r\n")); }
+std::string Status(const std::string& response) {
+  return response.substr(0, response.find("\r\n"));
+}
 std::string Body(const std::string& response) {
   return response.substr(response.find("\r\n\r\n") + 4);
 }
@@ -98,19 +100,18 @@ std::vector<Route> TestRoutes() {
   routes.push_back({"GET", "/hello", false, 0, [](const Request& request) {
                       return Response::Text(200, "hello " + request.query + "\n");
                     }});
-  routes.push_back({"POST", "/echo", false, 64, [](const Request& request) {
-                      return Response::Text(200, request.body);
-                    }});
+  routes.push_back({"POST", "/echo", false, 64,
+                    [](const Request& request) { return Response::Text(200, request.body); }});
   routes.push_back({"GET", "/api/", true, 0, [](const Request& request) {
                       Response response = Response::Text(
                           200, request.path + " " +
                                    std::string(request.Header("X-Token").value_or("none")));
-                      if (request.peer) response.body += " uid=" + std::to_string(request.peer->uid);
+                      if (request.peer)
+                        response.body += " uid=" + std::to_string(request.peer->uid);
                       return response;
                     }});
-  routes.push_back({"GET", "/throws", false, 0, [](const Request&) -> Response {
-                      throw std::runtime_error("boom");
-                    }});
+  routes.push_back({"GET", "/throws", false, 0,
+                    [](const Request&) -> Response { throw std::runtime_error("boom"); }});
   return routes;
 }
 
@@ -162,8 +163,8 @@ TEST(HttpServer, RefusesABodyUnreadWhereNoneIsServedAndCloses) {
     // The answer comes on the head alone: the 1 GiB is never waited for.
     ASSERT_TRUE(client.Send("POST " + path + " HTTP/1.1\r\nContent-Length: 1073741824\r\n\r\n"));
     const std::string refused = client.Response();
-    EXPECT_EQ(Status(refused), path == "/hello" ? "HTTP/1.1 405 Method Not Allowed"
-                                                : "HTTP/1.1 404 Not Found");
+    EXPECT_EQ(Status(refused),
+              path == "/hello" ? "HTTP/1.1 405 Method Not Allowed" : "HTTP/1.1 404 Not Found");
     EXPECT_NE(refused.find("Connection: close\r\n"), std::string::npos);
     EXPECT_TRUE(client.Closed());
   }
@@ -179,8 +180,9 @@ TEST(HttpServer, ReadsABoundedBodyOnlyForARouteThatDeclaresOne) {
     Client client(server.port());
     ASSERT_TRUE(client.Send("POST /echo HTTP/1.1\r\nContent-Length: 5\r\n\r\nhello"));
     EXPECT_EQ(Body(client.Response()), "hello");
-    ASSERT_TRUE(client.Send("POST /echo HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n"
-                            "3\r\nabc\r\n2;ext=1\r\nde\r\n0\r\n\r\n"));
+    ASSERT_TRUE(
+        client.Send("POST /echo HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n"
+                    "3\r\nabc\r\n2;ext=1\r\nde\r\n0\r\n\r\n"));
     EXPECT_EQ(Body(client.Response()), "abcde");
   }
   const std::pair<std::string, std::string> refusals[] = {
@@ -342,7 +344,8 @@ TEST(HttpServer, BadOptionsAndRoutesAreRefusedNamingTheField) {
   ServerOptions options;
   options.max_connections = 0;
   EXPECT_THROW(Server(Loopback(), TestRoutes(), options), std::invalid_argument);
-  std::vector<Route> routes{{"GET", "no-slash", false, 0, [](const Request&) { return Response{}; }}};
+  std::vector<Route> routes{
+      {"GET", "no-slash", false, 0, [](const Request&) { return Response{}; }}};
   EXPECT_THROW(Server(Loopback(), routes), std::invalid_argument);
   EXPECT_THROW(Server(ListenOn{}, TestRoutes()), std::invalid_argument);
 }

@@ -7,8 +7,8 @@
 #include <algorithm>
 #include <cctype>
 #include <cerrno>
-#include <cstdint>
 #include <charconv>
+#include <cstdint>
 #include <exception>
 #include <utility>
 
@@ -35,9 +35,9 @@ std::optional<std::string_view> FindHeader(const RequestHead& head, std::string_
 }
 
 std::size_t CountHeader(const RequestHead& head, std::string_view name) {
-  return static_cast<std::size_t>(std::count_if(
-      head.headers.begin(), head.headers.end(),
-      [name](const auto& header) { return EqualsIgnoreCase(header.first, name); }));
+  return static_cast<std::size_t>(
+      std::count_if(head.headers.begin(), head.headers.end(),
+                    [name](const auto& header) { return EqualsIgnoreCase(header.first, name); }));
 }
 
 bool WantsClose(const RequestHead& head) {
@@ -50,7 +50,10 @@ bool WantsClose(const RequestHead& head) {
 
 Connection::Connection(int fd, std::optional<PeerCredentials> peer, const ServerContext& context,
                        Clock::time_point now)
-    : fd_(fd), peer_(peer), context_(context), since_(now),
+    : fd_(fd),
+      peer_(peer),
+      context_(context),
+      since_(now),
       deadline_(now + context.options.request_timeout) {}
 
 Connection::~Connection() { ::close(fd_); }
@@ -61,7 +64,8 @@ bool Connection::OnReadable(Clock::time_point now) {
   std::size_t room = kReadChunk;
   if (state_ == State::kIdle || state_ == State::kHead) {
     // One byte past the bound is enough to know it was passed.
-    room = std::min(room, context_.options.max_header_bytes + 1 - std::min(in_.size(), context_.options.max_header_bytes));
+    room = std::min(room, context_.options.max_header_bytes + 1 -
+                              std::min(in_.size(), context_.options.max_header_bytes));
   }
   char buffer[kReadChunk];
   const ssize_t got = ::recv(fd_, buffer, room, 0);
@@ -81,8 +85,8 @@ bool Connection::Process(Clock::time_point now) {
     if (state_ == State::kBody && !TakeBody(now)) return true;  // waits for more
     if (state_ == State::kWriting) return Flush(now);
     if (in_.empty()) return true;
-    HeadParse parse = ParseRequestHead(in_, context_.options.max_header_bytes,
-                                       context_.options.max_header_count);
+    HeadParse parse =
+        ParseRequestHead(in_, context_.options.max_header_bytes, context_.options.max_header_count);
     if (parse.status != 0) {
       close_after_write_ = true;
       Refuse(parse.status, now);
@@ -97,9 +101,9 @@ bool Connection::Process(Clock::time_point now) {
 
 const Route* Connection::FindRoute(const RequestHead& head, std::string& allow) const {
   for (const Route& route : context_.routes) {
-    const bool path_matches =
-        route.prefix ? head.path.compare(0, route.path.size(), route.path) == 0
-                     : head.path == route.path;
+    const bool path_matches = route.prefix
+                                  ? head.path.compare(0, route.path.size(), route.path) == 0
+                                  : head.path == route.path;
     if (!path_matches) continue;
     if (route.method == head.method || (route.method == "GET" && head.method == "HEAD")) {
       return &route;
@@ -179,8 +183,8 @@ bool Connection::ExpectBody(const Route& route, Clock::time_point now) {
     static constexpr std::string_view kContinue = "HTTP/1.1 100 Continue\r\n\r\n";
     (void)::send(fd_, kContinue.data(), kContinue.size(), MSG_NOSIGNAL);
   }
-  close_after_write_ = WantsClose(head) ||
-                       served_ + 1 >= context_.options.max_requests_per_connection;
+  close_after_write_ =
+      WantsClose(head) || served_ + 1 >= context_.options.max_requests_per_connection;
   return true;
 }
 
@@ -195,8 +199,14 @@ bool Connection::TakeBody(Clock::time_point now) {
     }
     switch (parse.state) {
       case ChunkedParse::State::kIncomplete: return false;
-      case ChunkedParse::State::kMalformed: close_after_write_ = true; Refuse(400, now); return true;
-      case ChunkedParse::State::kTooLarge: close_after_write_ = true; Refuse(413, now); return true;
+      case ChunkedParse::State::kMalformed:
+        close_after_write_ = true;
+        Refuse(400, now);
+        return true;
+      case ChunkedParse::State::kTooLarge:
+        close_after_write_ = true;
+        Refuse(413, now);
+        return true;
       case ChunkedParse::State::kComplete: break;
     }
     body = std::move(parse.body);
@@ -217,7 +227,8 @@ bool Connection::TakeBody(Clock::time_point now) {
   try {
     response = route_->handler(request);
   } catch (const std::exception& e) {
-    if (context_.error_log) context_.error_log("http: handler for " + request.path + " failed: " + e.what());
+    if (context_.error_log)
+      context_.error_log("http: handler for " + request.path + " failed: " + e.what());
     response = Response::Text(500, "internal error\n");
   }
   Answer(std::move(response), now);
@@ -257,8 +268,8 @@ bool Connection::Flush(Clock::time_point now) {
   head_only_ = false;
   state_ = in_.empty() ? State::kIdle : State::kHead;
   since_ = now;
-  deadline_ = now + (in_.empty() ? context_.options.keep_alive_timeout
-                                 : context_.options.request_timeout);
+  deadline_ =
+      now + (in_.empty() ? context_.options.keep_alive_timeout : context_.options.request_timeout);
   // A pipelined request already received is served now.
   return Process(now);
 }
