@@ -110,6 +110,13 @@ std::vector<Route> TestRoutes() {
                         response.body += " uid=" + std::to_string(request.peer->uid);
                       return response;
                     }});
+  // A handler putting a request's text into a header, line breaks and all.
+  routes.push_back({"GET", "/split", false, 0, [](const Request& request) {
+                      Response response = Response::Text(200, "x");
+                      response.headers.emplace_back("X-Echo",
+                                                    request.query + "\r\nSet-Cookie: evil=1");
+                      return response;
+                    }});
   routes.push_back({"GET", "/throws", false, 0,
                     [](const Request&) -> Response { throw std::runtime_error("boom"); }});
   return routes;
@@ -258,7 +265,7 @@ TEST(HttpServer, AtTheCapTheLongestIdleConnectionMakesRoom) {
   EXPECT_EQ(Status(second.Response()), "HTTP/1.1 200 OK");
 }
 
-TEST(HttpServer, AHandlerThatThrowsGets500AndTheErrorLogALine) {
+TEST(HttpServer, AHandlerThatThrowsOrSplitsItsResponseGets500AndTheErrorLogALine) {
   std::vector<std::string> logged;
   Server server(Loopback(), TestRoutes(), {},
                 [&logged](std::string_view line) { logged.emplace_back(line); });
@@ -268,9 +275,17 @@ TEST(HttpServer, AHandlerThatThrowsGets500AndTheErrorLogALine) {
     ASSERT_TRUE(client.Send("GET /throws HTTP/1.1\r\n\r\n"));
     EXPECT_EQ(Status(client.Response()), "HTTP/1.1 500 Internal Server Error");
   }
+  {
+    Client client(server.port());
+    ASSERT_TRUE(client.Send("GET /split?a HTTP/1.1\r\n\r\n"));
+    const std::string answer = client.Response();
+    EXPECT_EQ(Status(answer), "HTTP/1.1 500 Internal Server Error");
+    EXPECT_EQ(answer.find("evil"), std::string::npos) << answer;
+  }
   server.Stop();  // joins: `logged` is ours again
-  ASSERT_EQ(logged.size(), 1u);
+  ASSERT_EQ(logged.size(), 2u);
   EXPECT_NE(logged[0].find("/throws failed: boom"), std::string::npos) << logged[0];
+  EXPECT_NE(logged[1].find("malformed status or header"), std::string::npos) << logged[1];
 }
 
 class HttpServerUnix : public ::testing::Test {

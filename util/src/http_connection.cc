@@ -40,6 +40,17 @@ std::size_t CountHeader(const RequestHead& head, std::string_view name) {
                     [name](const auto& header) { return EqualsIgnoreCase(header.first, name); }));
 }
 
+// A status of three digits, header names that are tokens and values
+// without line breaks: a handler cannot split the response.
+bool WellFormed(const Response& response) {
+  if (response.status < 100 || response.status > 999) return false;
+  return std::all_of(response.headers.begin(), response.headers.end(), [](const auto& header) {
+    return !header.first.empty() &&
+           header.first.find_first_of(":\r\n \t") == std::string::npos &&
+           header.second.find_first_of(std::string_view("\r\n\0", 3)) == std::string::npos;
+  });
+}
+
 bool WantsClose(const RequestHead& head) {
   const auto connection = FindHeader(head, "connection");
   if (head.minor_version == 0) return !connection || !EqualsIgnoreCase(*connection, "keep-alive");
@@ -240,9 +251,19 @@ void Connection::Refuse(int status, Clock::time_point now) {
 }
 
 void Connection::Answer(Response response, Clock::time_point now) {
+  if (!WellFormed(response)) {
+    if (context_.error_log) {
+      context_.error_log("http: a handler answered with a malformed status or header");
+    }
+    response = Response::Text(500, "internal error\n");
+  }
   out_ = "HTTP/1.1 " + std::to_string(response.status) + " " +
          std::string(ReasonPhrase(response.status)) + "\r\n";
-  for (const auto& [name, value] : response.headers) out_ += name + ": " + value + "\r\n";
+  for (const auto& [name, value] : response.headers) {
+    // The server frames the response itself.
+    if (EqualsIgnoreCase(name, "content-length") || EqualsIgnoreCase(name, "connection")) continue;
+    out_ += name + ": " + value + "\r\n";
+  }
   out_ += "Content-Length: " + std::to_string(response.body.size()) + "\r\n";
   out_ += close_after_write_ ? "Connection: close\r\n\r\n" : "\r\n";
   if (!head_only_) out_ += response.body;
