@@ -108,6 +108,8 @@ std::vector<Route> TestRoutes() {
                                    std::string(request.Header("X-Token").value_or("none")));
                       if (request.peer)
                         response.body += " uid=" + std::to_string(request.peer->uid);
+                      if (!request.remote_address.empty())
+                        response.body += " from " + request.remote_address.substr(0, 10);
                       return response;
                     }});
   // A handler putting a request's text into a header, line breaks and all.
@@ -159,7 +161,7 @@ TEST(HttpServer, UnknownPathIs404AndAnotherMethodIs405WithAllow) {
   EXPECT_NE(refused.find("Allow: GET, HEAD\r\n"), std::string::npos) << refused;
   // Neither carried a body: the connection stays usable.
   ASSERT_TRUE(client.Send("GET /api/x/y HTTP/1.1\r\nx-token: t1\r\n\r\n"));
-  EXPECT_EQ(Body(client.Response()), "/api/x/y t1");
+  EXPECT_EQ(Body(client.Response()), "/api/x/y t1 from 127.0.0.1:");
 }
 
 TEST(HttpServer, RefusesABodyUnreadWhereNoneIsServedAndCloses) {

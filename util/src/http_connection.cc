@@ -59,10 +59,11 @@ bool WantsClose(const RequestHead& head) {
 
 }  // namespace
 
-Connection::Connection(int fd, std::optional<PeerCredentials> peer, const ServerContext& context,
-                       Clock::time_point now)
+Connection::Connection(int fd, std::optional<PeerCredentials> peer, std::string remote_address,
+                       const ServerContext& context, Clock::time_point now)
     : fd_(fd),
       peer_(peer),
+      remote_address_(std::move(remote_address)),
       context_(context),
       since_(now),
       deadline_(now + context.options.request_timeout) {}
@@ -234,6 +235,7 @@ bool Connection::TakeBody(Clock::time_point now) {
   request.headers = std::move(head_->headers);
   request.body = std::move(body);
   request.peer = peer_;
+  request.remote_address = remote_address_;
   Response response;
   try {
     response = route_->handler(request);

@@ -1,5 +1,7 @@
 #include "util/http_server.h"
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <poll.h>
 #include <sys/eventfd.h>
 #include <sys/socket.h>
@@ -40,6 +42,19 @@ void Validate(const ServerOptions& options, const std::vector<Route>& routes) {
              " " + route.path + ")");
     }
   }
+}
+
+// "127.0.0.1:54321" or "[::1]:54321".
+std::string Format(const sockaddr_storage& address) {
+  char host[INET6_ADDRSTRLEN] = "";
+  if (address.ss_family == AF_INET6) {
+    const auto& v6 = reinterpret_cast<const sockaddr_in6&>(address);
+    ::inet_ntop(AF_INET6, &v6.sin6_addr, host, sizeof(host));
+    return "[" + std::string(host) + "]:" + std::to_string(ntohs(v6.sin6_port));
+  }
+  const auto& v4 = reinterpret_cast<const sockaddr_in&>(address);
+  ::inet_ntop(AF_INET, &v4.sin_addr, host, sizeof(host));
+  return std::string(host) + ":" + std::to_string(ntohs(v4.sin_port));
 }
 
 std::optional<PeerCredentials> PeerOf(int fd) {
@@ -194,7 +209,10 @@ void Server::Impl::Serve(const std::vector<pollfd>& polled, Clock::time_point no
 void Server::Impl::Accept(Clock::time_point now) {
   const std::size_t cap = context.options.max_connections;
   for (std::size_t taken = 0; taken < std::max<std::size_t>(1, cap / 2); ++taken) {
-    const int fd = ::accept4(listen_fd, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
+    sockaddr_storage address{};
+    socklen_t length = sizeof(address);
+    const int fd = ::accept4(listen_fd, reinterpret_cast<sockaddr*>(&address), &length,
+                             SOCK_NONBLOCK | SOCK_CLOEXEC);
     if (fd < 0) {
       if (errno == EMFILE || errno == ENFILE)
         accept_paused_until = now + std::chrono::milliseconds(100);
@@ -209,7 +227,8 @@ void Server::Impl::Accept(Clock::time_point now) {
     if (connections.size() >= cap) EvictOne();
     std::optional<PeerCredentials> peer;
     if (unix_socket) peer = PeerOf(fd);
-    connections.push_back(std::make_unique<Connection>(fd, peer, context, now));
+    connections.push_back(
+        std::make_unique<Connection>(fd, peer, unix_socket ? "" : Format(address), context, now));
   }
 }
 
