@@ -45,8 +45,7 @@ std::size_t CountHeader(const RequestHead& head, std::string_view name) {
 bool WellFormed(const Response& response) {
   if (response.status < 100 || response.status > 999) return false;
   return std::all_of(response.headers.begin(), response.headers.end(), [](const auto& header) {
-    return !header.first.empty() &&
-           header.first.find_first_of(":\r\n \t") == std::string::npos &&
+    return !header.first.empty() && header.first.find_first_of(":\r\n \t") == std::string::npos &&
            header.second.find_first_of(std::string_view("\r\n\0", 3)) == std::string::npos;
   });
 }
