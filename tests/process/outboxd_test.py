@@ -9,8 +9,8 @@ sleeps to synchronise.
 """
 
 import argparse
-import http.server
 import glob
+import http.server
 import json
 import os
 import re
@@ -527,6 +527,21 @@ class ConfigTest(OutboxdTestCase):
 
 
 class MetricsTest(OutboxdTestCase):
+    def test_every_family_is_in_the_documented_table(self):
+        daemon = self.start(self.config({"orders": {"url": "http://127.0.0.1:9/"}}))
+        status, text, _ = daemon.get("/metrics")
+        self.assertEqual(status, 200)
+        served = set(re.findall(r"^# TYPE (outbox_[a-z_]+) ", text, re.M))
+        page = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(
+            os.path.abspath(__file__)))), "docs", "operations.md")
+        with open(page, encoding="utf-8") as f:
+            documented = set(re.findall(r"^\| `(outbox_[a-z_]+)` \|", f.read(), re.M))
+        self.assertGreater(len(served), 10)
+        self.assertEqual(served - documented, set(),
+                         "families /metrics serves that docs/operations.md's table lacks")
+        self.assertEqual(documented - served, set(),
+                         "families docs/operations.md lists that /metrics does not serve")
+
     def test_metrics_agree_with_the_database(self):
         good = self.receiver(status=200)
         bad = self.receiver(status=400)  # permanent: dead at once
