@@ -7,9 +7,10 @@
 //  - Store: the agent's and the admin tool's own connection. Every state
 //    transition of docs/design.md is one guarded statement here; several may share
 //    one write transaction (group commit).
-//  - Inbox: the receiving side. A receiver records each message's
-//    Idempotency-Key inside its own transaction, so that a message delivered
-//    twice is applied once.
+//  - Inbox: the receiving side. A receiver records each message's key
+//    (its Idempotency-Key; with signatures, the signed webhook-id or a batch
+//    member's id, see Inbox::Record) inside its own transaction, so that a
+//    message delivered twice is applied once.
 //
 // None of these classes is thread-safe: like an SQLite connection, each
 // belongs to one thread at a time. Open one per thread.
@@ -915,6 +916,13 @@ class Inbox {
   Inbox(const Inbox&) = delete;
   Inbox& operator=(const Inbox&) = delete;
 
+  // Which key: one the sender vouches for. With Standard Webhooks
+  // signatures, the signed `webhook-id` of a single message (refuse a request
+  // whose Idempotency-Key differs from it) and each batch member's `id`; the
+  // unsigned Idempotency-Key only without signatures (docs/receiving.md, "What
+  // to key on"): keyed on it, a signed request replayed under fresh keys
+  // would be applied again.
+  //
   // Records `key` with `now_ms` as its time of receipt, inside the
   // connection's open transaction (begin it with BEGIN IMMEDIATE, so that the
   // INSERT never has to upgrade a stale read snapshot). kNew: apply the
