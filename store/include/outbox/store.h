@@ -42,9 +42,13 @@ class RawTransaction;  // the store's transaction guard (internal)
 }
 
 // Bump with every migration in store/src/schema.cc.
-inline constexpr int kSchemaVersion = 7;
+inline constexpr int kSchemaVersion = 8;
 // Keys longer than this are rejected (they end up in HTTP headers and logs).
 inline constexpr std::size_t kMaxKeyBytes = 255;
+// Topics longer than this are rejected (they name metric labels and log lines).
+inline constexpr std::size_t kMaxTopicBytes = 255;
+// A message's headers, as JSON text, are at most this long.
+inline constexpr std::size_t kMaxHeadersBytes = 65536;
 // A message's schema_version is at most this long.
 inline constexpr std::size_t kMaxSchemaVersionBytes = 64;
 // next_attempt_at of a row parked behind a dead head (Store::
