@@ -30,7 +30,7 @@ include(CMakePackageConfigHelpers)
 # outbox_row_json and outbox_util are internal (no headers installed): their
 # archives go along so that static builds of the others link.
 set(OUTBOX_INSTALL_LIBRARIES
-  outbox_agent outbox_row_json outbox_transport outbox_store outbox_util)
+  outbox_testing outbox_agent outbox_row_json outbox_transport outbox_store outbox_util)
 set(OUTBOX_INSTALL_PROGRAMS outboxd outboxctl)
 
 set(OUTBOX_INSTALL_CMAKEDIR "" CACHE STRING
@@ -236,6 +236,9 @@ foreach(_lib IN LISTS OUTBOX_INSTALL_LIBRARIES)
         list(APPEND _outbox_deb_dev_depends libnats-dev)
       elseif(_item STREQUAL "mosquitto")
         list(APPEND _outbox_deb_dev_depends libmosquitto-dev)
+      elseif(_item STREQUAL "cpp-httplib")
+        # outbox::testing's receiver (testing/CMakeLists.txt).
+        list(APPEND _outbox_deb_dev_depends libcpp-httplib-dev)
       endif()
       continue()
     endif()
