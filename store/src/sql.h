@@ -1273,6 +1273,11 @@ inline constexpr char kDataVersion[] = "PRAGMA data_version";
 inline constexpr char kQuarantinedCount[] =
     "SELECT count(*) FROM outbox INDEXED BY outbox_quarantine"
     " WHERE status = 0 AND quarantined = 1";
+// Per topic: probation is decided per topic (a topic without a route holds
+// nothing up). Same index, read in its topic order.
+inline constexpr char kQuarantinedTopics[] =
+    "SELECT topic, count(*) FROM outbox INDEXED BY outbox_quarantine"
+    " WHERE status = 0 AND quarantined = 1 GROUP BY topic";
 
 // --- operator actions (store/src/operator.cc) ------------------------------
 //

@@ -652,6 +652,7 @@ TEST(StoreFile, ASecondWriterWaitsForTheFirst) {
 TEST_F(StoreTest, SweeperAndRetentionStatementsSeekTheirOwnIndex) {
   const std::pair<const char*, const char*> expected[] = {
       {sql::kQuarantinedCount, "outbox_quarantine"},
+      {sql::kQuarantinedTopics, "outbox_quarantine"},
       {sql::kClaimQuarantined, "outbox_quarantine"},
       {sql::kClaimDue, "outbox_claim (status=? AND topic=? AND next_attempt_at<?)"},
       {sql::kHasDue, "outbox_claim (status=? AND topic=? AND next_attempt_at<?)"},
