@@ -563,11 +563,14 @@ BEGIN
 END;
 )sql";
 
-// Undelivered rows above outbox_counters' 'counted_upto' (schema 8): the
-// part of the undelivered count that the counter row does not hold yet.
-#define OUTBOX_UNCOUNTED                                                       \
-  "(SELECT count(*) FROM outbox WHERE status <> 1"                             \
-  "   AND id > (SELECT value FROM outbox_counters WHERE name = 'counted_upto'))"
+// Counts the undelivered rows into outbox_counters' 'undelivered' row, up
+// to the highest id, if COUNTING (a test on NEW); else clears it (schema 8).
+#define OUTBOX_RECOUNT(COUNTING)                                               \
+  "UPDATE outbox_counters SET"                                                 \
+  " value = CASE WHEN " COUNTING                                               \
+  "   THEN (SELECT count(*) FROM outbox WHERE status <> 1) ELSE 0 END,"        \
+  " upto = CASE WHEN " COUNTING " THEN (SELECT coalesce(max(id), 0) FROM outbox) END" \
+  " WHERE name = 'undelivered';"
 
 // Migration 8, two jobs.
 // The insert trigger refuses what the store's and the language modules' own
@@ -579,15 +582,16 @@ END;
 // - max_attempts and first_interval_ms: NULL or a positive integer; backoff:
 //   NULL, 'fixed' or 'exponential' ('linear', 0 and -5 were accepted).
 // Rows already in the file are not judged again (insert trigger only).
+// An index for a message's audit entries (outbox_audit_row).
 // And a one-message transaction writes fewer pages (docs/performance.md,
 // "Where a one-message transaction's pages go"): no counter page per insert
-// (the counter holds the rows up to a mark, the few above it are counted
-// when max_pending is checked, and only while it is set does an insert fold
-// them in, once per 64 ids), and a plain-SQL payload's overflow pages are
-// freed before its copy is written, so that the copy takes the same pages
-// again instead of new ones (at 16 KiB: 4 pages and 3 pointer-map pages
-// less per transaction).
-// Triggers and one counter row, no row of outbox rewritten; one
+// (while max_pending is set the counter holds the rows up to a mark and
+// the few above it are counted when the limit is checked, one insert in 64
+// folding them in; while it is 0 nothing is counted), and a plain-SQL
+// payload's overflow pages are freed before its copy is written, so that
+// the copy takes the same pages again instead of new ones (at 16 KiB: 4
+// pages and 3 pointer-map pages less per transaction).
+// Triggers, an index and a counter column, no row of outbox rewritten; one
 // transaction: a kill at any point leaves schema 7.
 inline constexpr char kMigration8[] = R"sql(
 DROP TRIGGER outbox_check_insert;
@@ -599,15 +603,21 @@ BEGIN
   SELECT RAISE(ABORT, 'outbox: msg_key: must be a non-empty string of at most 255 bytes')
    WHERE typeof(NEW.msg_key) <> 'text' OR length(NEW.msg_key) = 0
       OR length(CAST(NEW.msg_key AS BLOB)) > 255;
-  SELECT RAISE(ABORT, 'outbox: max_attempts: must be a positive integer')
-   WHERE NEW.max_attempts IS NOT NULL
-     AND (typeof(NEW.max_attempts) <> 'integer' OR NEW.max_attempts < 1);
-  SELECT RAISE(ABORT, 'outbox: backoff: must be ''fixed'' or ''exponential''')
-   WHERE NEW.backoff IS NOT NULL
-     AND (typeof(NEW.backoff) <> 'text' OR NEW.backoff NOT IN ('fixed', 'exponential'));
-  SELECT RAISE(ABORT, 'outbox: first_interval_ms: must be a positive integer')
-   WHERE NEW.first_interval_ms IS NOT NULL
-     AND (typeof(NEW.first_interval_ms) <> 'integer' OR NEW.first_interval_ms < 1);
+  -- The retry columns in one statement (each statement costs its frame),
+  -- and nothing but a test on NEW when all three are NULL.
+  SELECT CASE
+    WHEN NEW.max_attempts IS NOT NULL
+         AND (typeof(NEW.max_attempts) <> 'integer' OR NEW.max_attempts < 1)
+      THEN RAISE(ABORT, 'outbox: max_attempts: expected a positive integer')
+    WHEN NEW.backoff IS NOT NULL
+         AND (typeof(NEW.backoff) <> 'text' OR NEW.backoff NOT IN ('fixed', 'exponential'))
+      THEN RAISE(ABORT, 'outbox: backoff: expected ''fixed'' or ''exponential''')
+    WHEN NEW.first_interval_ms IS NOT NULL
+         AND (typeof(NEW.first_interval_ms) <> 'integer' OR NEW.first_interval_ms < 1)
+      THEN RAISE(ABORT, 'outbox: first_interval_ms: expected a positive integer')
+  END
+   WHERE NEW.max_attempts IS NOT NULL OR NEW.backoff IS NOT NULL
+      OR NEW.first_interval_ms IS NOT NULL;
   SELECT RAISE(ABORT, 'outbox: schema_version: must be 1 to 64 token characters (letters, digits, !#$%&''*+-.^_`|~)')
    WHERE NEW.schema_version IS NOT NULL
      AND (typeof(NEW.schema_version) <> 'text'
@@ -629,32 +639,33 @@ BEGIN
      AND NEW.dead_reason NOT IN ('permanent', 'attempts', 'age', 'expired', 'cancelled', 'crash', 'hook');
   -- Before capacity, so that plain SQL hears that the message itself is
   -- wrong, not that the outbox is full; the size before the JSON is parsed.
-  -- The Producer writes NULL headers here (and checks its own with
-  -- kCheckHeaders).
-  SELECT RAISE(ABORT, 'outbox: headers: longer than 65536 bytes')
-   WHERE NEW.headers IS NOT NULL AND length(CAST(NEW.headers AS BLOB)) > 65536;
-  SELECT RAISE(ABORT, 'outbox: headers: must be a JSON object of string values without CR or LF')
+  -- The Producer writes NULL headers here (and checks its own).
+  SELECT CASE WHEN length(CAST(NEW.headers AS BLOB)) > 65536
+    THEN RAISE(ABORT, 'outbox: headers: longer than 65536 bytes')
+    ELSE RAISE(ABORT, 'outbox: headers: must be a JSON object of string values without CR or LF')
+  END
    WHERE NEW.headers IS NOT NULL
-     AND (json_valid(NEW.headers) = 0 OR json_type(NEW.headers) <> 'object'
+     AND (length(CAST(NEW.headers AS BLOB)) > 65536
+          OR json_valid(NEW.headers) = 0 OR json_type(NEW.headers) <> 'object'
           OR EXISTS(SELECT 1 FROM json_each(NEW.headers)
                      WHERE type <> 'text' OR key = ''
                         OR instr(key, char(13)) OR instr(key, char(10))
                         OR instr(value, char(13)) OR instr(value, char(10))));
   -- The limits in one pass over outbox_limits, in this order: a payload
   -- over max_payload_bytes (skipped for the Producer's empty one), then
-  -- capacity. One statement rather than three: each costs a scan.
+  -- capacity. One statement rather than three: each costs a scan. The
+  -- rows above the counter's mark are counted only when there could be
+  -- enough of them: ids are distinct, so there are at most max(id) - upto.
   SELECT CASE
     WHEN length(CAST(NEW.payload AS BLOB)) > 0 AND max_payload_bytes > 0
          AND length(CAST(NEW.payload AS BLOB)) > max_payload_bytes
       THEN RAISE(ABORT, 'outbox: payload: larger than limits.max_payload_bytes')
-    -- Rows above the mark are counted only when there could be enough of
-    -- them: ids are distinct, so there are at most max(id) - mark.
     WHEN max_pending > 0
-         AND (SELECT value FROM outbox_counters WHERE name = 'undelivered')
-             + (SELECT max(id) FROM outbox)
-             - (SELECT value FROM outbox_counters WHERE name = 'counted_upto') >= max_pending
-         AND (SELECT value FROM outbox_counters WHERE name = 'undelivered')
-             + )sql" OUTBOX_UNCOUNTED R"sql( >= max_pending
+         AND (SELECT CASE WHEN value + (SELECT max(id) FROM outbox) - upto < max_pending
+                          THEN value
+                          ELSE value + (SELECT count(*) FROM outbox
+                                         WHERE status <> 1 AND id > upto) END
+                FROM outbox_counters WHERE name = 'undelivered') >= max_pending
       THEN RAISE(ABORT, 'outbox: capacity: limits.max_pending reached')
     WHEN max_db_bytes > 0
          AND ((SELECT page_count FROM pragma_page_count())
@@ -678,58 +689,69 @@ BEGIN
     VALUES(NEW.id, NEW.payload, NEW.headers);
 END;
 
--- The undelivered count without a write per insert: 'undelivered' counts
--- the undelivered rows with an id up to 'counted_upto'; rows above it are
--- counted when asked (a range of about 64 rowids: an insert 64 ids above
--- the mark folds the rows below it into the counter). Only max_pending
--- needs the count, so the fold runs only while it is set. Every row is
--- below the mark now.
-INSERT INTO outbox_counters(name, value)
-  SELECT 'counted_upto', coalesce(max(id), 0) FROM outbox;
+-- The undelivered count without a write per insert. While max_pending is
+-- set, the 'undelivered' row's value counts the undelivered rows with an
+-- id up to its upto; the rows above are counted when an insert checks the
+-- limit (about 64 rowids: an insert 64 ids above the mark folds the rows
+-- below it into the value and moves the mark). While max_pending is 0,
+-- upto is NULL and no insert, completion or delete touches the row; setting
+-- the limit counts every row once (outbox_count_limit). Nothing that
+-- exists only for a limit costs a write without it.
+ALTER TABLE outbox_counters ADD COLUMN upto INTEGER;
+UPDATE outbox_counters
+   SET value = CASE WHEN (SELECT max_pending FROM outbox_limits) > 0 THEN value ELSE 0 END,
+       upto = CASE WHEN (SELECT max_pending FROM outbox_limits) > 0
+                   THEN (SELECT coalesce(max(id), 0) FROM outbox) END
+ WHERE name = 'undelivered';
 
+-- One trigger, one read of the mark: rare work behind it (an explicit id
+-- below the mark, or one insert in 64).
 DROP TRIGGER outbox_count_insert;
 CREATE TRIGGER outbox_count_insert AFTER INSERT ON outbox
-  WHEN NEW.status <> 1
-   AND NEW.id <= (SELECT value FROM outbox_counters WHERE name = 'counted_upto')
+  WHEN NEW.id <= (SELECT upto FROM outbox_counters WHERE name = 'undelivered')
+    OR NEW.id >= (SELECT upto FROM outbox_counters WHERE name = 'undelivered') + 64
 BEGIN
-  UPDATE outbox_counters SET value = value + 1 WHERE name = 'undelivered';
-END;
-CREATE TRIGGER outbox_count_fold AFTER INSERT ON outbox
-  WHEN NEW.id >= (SELECT value FROM outbox_counters WHERE name = 'counted_upto') + 64
-   AND (SELECT max_pending FROM outbox_limits) > 0
-BEGIN
-  -- The mark stops below NEW: outbox_count_insert, whenever it runs, must
-  -- not count NEW as a row below the mark too.
-  UPDATE outbox_counters SET value = value + (SELECT count(*) FROM outbox
-      WHERE status <> 1 AND id < NEW.id
-        AND id > (SELECT value FROM outbox_counters WHERE name = 'counted_upto'))
-   WHERE name = 'undelivered';
-  UPDATE outbox_counters SET value = NEW.id - 1 WHERE name = 'counted_upto';
+  UPDATE outbox_counters SET value = value + 1
+   WHERE name = 'undelivered' AND NEW.status <> 1 AND NEW.id <= upto;
+  -- The mark stops below NEW, which stays above it, counted when asked.
+  UPDATE outbox_counters
+     SET value = value + (SELECT count(*) FROM outbox
+                           WHERE status <> 1 AND id > outbox_counters.upto AND id < NEW.id),
+         upto = NEW.id - 1
+   WHERE name = 'undelivered' AND NEW.id >= upto + 64;
 END;
 DROP TRIGGER outbox_count_update;
 CREATE TRIGGER outbox_count_update AFTER UPDATE OF status ON outbox
   WHEN (OLD.status = 1) <> (NEW.status = 1)
-   AND NEW.id <= (SELECT value FROM outbox_counters WHERE name = 'counted_upto')
+   AND NEW.id <= (SELECT upto FROM outbox_counters WHERE name = 'undelivered')
 BEGIN
   UPDATE outbox_counters SET value = value + (CASE WHEN NEW.status = 1 THEN -1 ELSE 1 END)
-   WHERE name = 'undelivered';
-END;
--- A row given another id may cross the mark: count again (nothing the
--- store does; plain SQL may).
-CREATE TRIGGER outbox_count_renumber AFTER UPDATE OF id ON outbox
-  WHEN OLD.id <> NEW.id
-BEGIN
-  UPDATE outbox_counters SET value = (SELECT count(*) FROM outbox WHERE status <> 1
-      AND id <= (SELECT value FROM outbox_counters WHERE name = 'counted_upto'))
    WHERE name = 'undelivered';
 END;
 DROP TRIGGER outbox_count_delete;
 CREATE TRIGGER outbox_count_delete AFTER DELETE ON outbox
   WHEN OLD.status <> 1
-   AND OLD.id <= (SELECT value FROM outbox_counters WHERE name = 'counted_upto')
+   AND OLD.id <= (SELECT upto FROM outbox_counters WHERE name = 'undelivered')
 BEGIN
   UPDATE outbox_counters SET value = value - 1 WHERE name = 'undelivered';
 END;
+-- Counts again from the rows themselves: when the limit is set or cleared,
+-- and when plain SQL gives a row another id (it may cross the mark).
+CREATE TRIGGER outbox_count_limit AFTER UPDATE OF max_pending ON outbox_limits
+  WHEN (coalesce(OLD.max_pending, 0) > 0) <> (coalesce(NEW.max_pending, 0) > 0)
+BEGIN
+  )sql" OUTBOX_RECOUNT("coalesce(NEW.max_pending, 0) > 0") R"sql(
+END;
+CREATE TRIGGER outbox_count_renumber AFTER UPDATE OF id ON outbox
+  WHEN OLD.id <> NEW.id
+   AND (SELECT upto FROM outbox_counters WHERE name = 'undelivered') IS NOT NULL
+BEGIN
+  )sql" OUTBOX_RECOUNT("1") R"sql(
+END;
+
+-- A message's audit entries (the console's history of one row): an
+-- operator action writes this index, no enqueue, claim or completion does.
+CREATE INDEX outbox_audit_row ON outbox_audit(row_id, id) WHERE row_id IS NOT NULL;
 )sql";
 
 // --- enqueue -------------------------------------------------------------------
@@ -1225,10 +1247,12 @@ inline constexpr char kList[] =
 inline constexpr char kStatsByTopic[] =
     "SELECT topic, status, count(*), min(created_at) FROM outbox"
     " GROUP BY topic, status ORDER BY topic, status";
-// The counter and the rows above its mark (schema 8); before schema 8 (a
-// file opened read-only by a newer tool) the counter alone.
+// The counter and the rows above its mark (schema 8; all of them while
+// max_pending is 0).
 inline constexpr char kUndelivered[] =
-    "SELECT value + " OUTBOX_UNCOUNTED " FROM outbox_counters WHERE name = 'undelivered'";
+    "SELECT value + (SELECT count(*) FROM outbox WHERE status <> 1"
+    "   AND (upto IS NULL OR id > upto))"
+    " FROM outbox_counters WHERE name = 'undelivered'";
 inline constexpr char kUsedBytes[] =
     "SELECT ((SELECT page_count FROM pragma_page_count())"
     " - (SELECT freelist_count FROM pragma_freelist_count()))"

@@ -95,7 +95,7 @@ class PythonModuleTest(ProducerTestCase):
         db.execute("INSERT INTO orders(id, item) VALUES(1, 'tea')")
         edge_outbox.enqueue(db, TOPIC, "order-1", b"{}")
         refused = [
-            (("", "k", b"{}"), {}, "topic: must be a non-empty string"),
+            (("", "k", b"{}"), {}, "topic: must be a non-empty string of at most 255 bytes"),
             ((TOPIC, "", b"{}"), {}, "msg_key: must be a non-empty string of at most 255 bytes"),
             ((TOPIC, "k" * 256, b"{}"), {},
              "msg_key: must be a non-empty string of at most 255 bytes"),

@@ -44,20 +44,20 @@ class InsertCheckTest : public ::testing::Test {
 
 TEST_F(InsertCheckTest, RetryColumnsTakeWhatTheLanguageModulesTake) {
   EXPECT_EQ(PlainInsert(", backoff", ", 'linear'"),
-            "outbox: backoff: must be 'fixed' or 'exponential'");
-  EXPECT_EQ(PlainInsert(", backoff", ", 1"), "outbox: backoff: must be 'fixed' or 'exponential'");
+            "outbox: backoff: expected 'fixed' or 'exponential'");
+  EXPECT_EQ(PlainInsert(", backoff", ", 1"), "outbox: backoff: expected 'fixed' or 'exponential'");
   EXPECT_EQ(PlainInsert(", max_attempts", ", 0"),
-            "outbox: max_attempts: must be a positive integer");
+            "outbox: max_attempts: expected a positive integer");
   EXPECT_EQ(PlainInsert(", max_attempts", ", 2.5"),
-            "outbox: max_attempts: must be a positive integer");
+            "outbox: max_attempts: expected a positive integer");
   EXPECT_EQ(PlainInsert(", max_attempts", ", 'three'"),
-            "outbox: max_attempts: must be a positive integer");
+            "outbox: max_attempts: expected a positive integer");
   // The column's INTEGER affinity has made '3' the integer 3 by then.
   EXPECT_EQ(PlainInsert(", max_attempts", ", '3'"), "");
   EXPECT_EQ(PlainInsert(", first_interval_ms", ", -5"),
-            "outbox: first_interval_ms: must be a positive integer");
+            "outbox: first_interval_ms: expected a positive integer");
   EXPECT_EQ(PlainInsert(", first_interval_ms", ", 0"),
-            "outbox: first_interval_ms: must be a positive integer");
+            "outbox: first_interval_ms: expected a positive integer");
   EXPECT_EQ(PlainInsert(", max_attempts, backoff, first_interval_ms", ", 1, 'fixed', 1"), "");
   EXPECT_EQ(PlainInsert(", max_attempts, backoff, first_interval_ms",
                         ", 9223372036854775807, 'exponential', 9223372036854775807"),

@@ -403,8 +403,9 @@ TEST(Migration, Schema8ChecksNewRowsAndKeepsEveryOldOne) {
   EXPECT_EQ(store.Get(2)->payload, "y");
   EXPECT_EQ(Count(db, "SELECT value FROM outbox_counters WHERE name = 'undelivered'"), 2);
   // Every row is below the counter's mark; the count stays exact after it.
-  EXPECT_EQ(Count(db, "SELECT value FROM outbox_counters WHERE name = 'counted_upto'"), 2);
+  EXPECT_EQ(Count(db, "SELECT upto FROM outbox_counters WHERE name = 'undelivered'"), 2);
   EXPECT_EQ(store.GetStats().undelivered, 2);
+  EXPECT_NE(IndexSql(db, "outbox_audit_row").find("row_id IS NOT NULL"), std::string::npos);
   db.exec("INSERT INTO outbox(topic, msg_key, payload) VALUES('t', 'big', zeroblob(20000))");
   db.exec("UPDATE outbox SET status = 1 WHERE id = 1");
   EXPECT_EQ(store.GetStats().undelivered, 2);
@@ -462,7 +463,7 @@ TEST(Migration, AStoppedMigration8IsUndoneAndTheNextOpenFinishesIt) {
 
 // The same stop halfway: an application's trigger has the name of one that
 // migration 8 creates after it replaced the insert trigger, the payload move
-// and the insert counter and added the counter's mark.
+// and the counter triggers and added the counter's mark column.
 TEST(Migration, AMigration8StoppedHalfwayLeavesSchema7AsItWas) {
   TempDir dir;
   const std::string path = MakeSchema7WithRowsSchema8Refuses(dir);
@@ -471,7 +472,7 @@ TEST(Migration, AMigration8StoppedHalfwayLeavesSchema7AsItWas) {
     SQLite::Database app(path, SQLite::OPEN_READWRITE);
     schema7 = TriggerSql(app);
     app.exec("CREATE TABLE app_log(x)");
-    app.exec("CREATE TRIGGER outbox_count_fold AFTER INSERT ON app_log BEGIN SELECT 1; END");
+    app.exec("CREATE TRIGGER outbox_count_limit AFTER INSERT ON app_log BEGIN SELECT 1; END");
   }
   Options options;
   options.path = path;
@@ -480,9 +481,9 @@ TEST(Migration, AMigration8StoppedHalfwayLeavesSchema7AsItWas) {
   EXPECT_EQ(SchemaVersionOf(path), 7);
   {
     SQLite::Database app(path, SQLite::OPEN_READWRITE);
-    app.exec("DROP TRIGGER outbox_count_fold");
+    app.exec("DROP TRIGGER outbox_count_limit");
     EXPECT_EQ(TriggerSql(app), schema7);
-    EXPECT_EQ(Count(app, "SELECT count(*) FROM outbox_counters WHERE name = 'counted_upto'"), 0);
+    EXPECT_EQ(Count(app, "SELECT count(*) FROM pragma_table_info('outbox_counters') WHERE name = 'upto'"), 0);
   }
   Store store(options);
   EXPECT_EQ(SchemaVersionOf(path), kSchemaVersion);
