@@ -417,6 +417,15 @@ class Agent {
   // Another process may have committed rows: look for new due rows now.
   void NotifyExternalCommit();
 
+  // For tests (docs/testing.md): wakes the sweeper, then waits until no row
+  // is in flight and no row is due at the clock's WallMs() on a route whose
+  // breaker is closed: every such delivery and retry has been sent and its
+  // outcome written (delivered, rescheduled or dead), retries that came due
+  // meanwhile included. The sends run on the agent's workers; the caller
+  // only waits (polling every millisecond). Returns false if work is still
+  // due after `timeout`. Throws std::logic_error unless the agent runs.
+  bool RunDue(std::chrono::milliseconds timeout = std::chrono::seconds(10));
+
   // True once the database is open and the threads run.
   bool Running() const;
   const std::string& database_id() const;
