@@ -4,10 +4,11 @@
 // Every POST is one message (a batch: one per member). It is applied to this
 // program's own SQLite table, orders_received, and its key (the
 // Idempotency-Key; with --signing-secret the signed webhook-id; a batch
-// member's own id) is recorded by the Inbox in the same transaction, so a message sent again (the sender never saw our
-// 2xx) is answered 200 without being applied a second time. orders_received
-// has no unique constraint of its own: only the inbox stands between a
-// redelivery and a second row, which makes double application visible.
+// member's own id) is recorded by the Inbox in the same transaction, so a
+// message sent again (the sender never saw our 2xx) is answered 200 without
+// being applied a second time. orders_received has no unique constraint of
+// its own: only the inbox stands between a redelivery and a second row, which
+// makes double application visible.
 //
 // For demos and tests it can misbehave on purpose: --outage-file (503 while
 // the file exists), --fail-ratio (500 before applying) and --lose-ack-ratio

@@ -20,7 +20,8 @@ bool IsMediaType(std::string_view content_type, std::string_view media_type) {
   if (trimmed.size() != media_type.size()) return false;
   for (std::size_t i = 0; i < trimmed.size(); ++i) {
     const char c = trimmed[i];
-    if ((c >= 'A' && c <= 'Z' ? static_cast<char>(c - 'A' + 'a') : c) != media_type[i]) return false;
+    const char lower = c >= 'A' && c <= 'Z' ? static_cast<char>(c - 'A' + 'a') : c;
+    if (lower != media_type[i]) return false;
   }
   return true;
 }

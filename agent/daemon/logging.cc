@@ -5,6 +5,9 @@
 #include <spdlog/sinks/stdout_sinks.h>
 
 #include <cstdio>
+#include <string>
+
+#include "util/printable.h"
 
 namespace outbox::daemon {
 namespace {
@@ -33,6 +36,23 @@ class JsonEscapedMessage final : public spdlog::custom_flag_formatter {
   }
 };
 
+// %& in the text pattern: the message with control characters escaped, so
+// that a topic, key or error another application wrote can neither forge a
+// log line nor send a terminal escape sequence (util::EscapeControls).
+class ControlEscapedMessage final : public spdlog::custom_flag_formatter {
+ public:
+  void format(const spdlog::details::log_msg& message, const std::tm& /*time*/,
+              spdlog::memory_buf_t& out) override {
+    std::string escaped;
+    util::AppendEscapedControls(std::string_view(message.payload.data(), message.payload.size()),
+                                escaped);
+    out.append(escaped.data(), escaped.data() + escaped.size());
+  }
+  std::unique_ptr<custom_flag_formatter> clone() const override {
+    return std::make_unique<ControlEscapedMessage>();
+  }
+};
+
 }  // namespace
 
 std::shared_ptr<spdlog::logger> MakeStderrLogger(const std::string& name) {
@@ -49,7 +69,9 @@ void ApplyLogging(spdlog::logger& logger, const agent::Config& config) {
         R"({"time":"%Y-%m-%dT%H:%M:%S.%eZ","level":"%l","logger":"%n","message":"%*"})");
     logger.set_formatter(std::move(formatter));
   } else {
-    logger.set_formatter(std::make_unique<spdlog::pattern_formatter>("%Y-%m-%d %H:%M:%S.%e %l %v"));
+    auto formatter = std::make_unique<spdlog::pattern_formatter>();
+    formatter->add_flag<ControlEscapedMessage>('&').set_pattern("%Y-%m-%d %H:%M:%S.%e %l %&");
+    logger.set_formatter(std::move(formatter));
   }
   logger.set_level(spdlog::level::from_str(config.log_level));
 }

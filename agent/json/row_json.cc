@@ -146,9 +146,43 @@ std::string ArchiveLine(const store::Row& row, std::string_view message_id) {
   return RowToJson(row, options);
 }
 
+namespace {
+
+// The deepest nesting of arrays and objects in `text`, strings skipped;
+// stops counting past `limit`.
+int NestingUpTo(std::string_view text, int limit) {
+  int depth = 0;
+  bool in_string = false;
+  for (std::size_t i = 0; i < text.size(); ++i) {
+    const char c = text[i];
+    if (in_string) {
+      if (c == '\\') {
+        ++i;
+      } else if (c == '"') {
+        in_string = false;
+      }
+    } else if (c == '"') {
+      in_string = true;
+    } else if (c == '[' || c == '{') {
+      if (++depth > limit) return depth;
+    } else if (c == ']' || c == '}') {
+      --depth;
+    }
+  }
+  return 0;
+}
+
+}  // namespace
+
 ArchivedMessage ParseArchiveLine(std::string_view line) {
+  // An archive line is one flat object; a hostile file may nest a million
+  // levels. Refused before parsing, and parsed without recursion anyway.
+  if (NestingUpTo(line, kMaxArchiveNesting) > kMaxArchiveNesting) {
+    throw std::invalid_argument("nested deeper than " + std::to_string(kMaxArchiveNesting) +
+                                " levels");
+  }
   rapidjson::Document document;
-  document.Parse(line.data(), line.size());
+  document.Parse<rapidjson::kParseIterativeFlag>(line.data(), line.size());
   if (document.HasParseError() || !document.IsObject()) {
     throw std::invalid_argument("not a JSON object");
   }

@@ -60,8 +60,12 @@ struct ArchivedMessage {
   std::optional<std::string> ordering_key;
 };
 
+// Archive lines nest one level (headers are a string); deeper is refused.
+inline constexpr int kMaxArchiveNesting = 8;
+
 // Reads one archive line. Throws std::invalid_argument saying what is wrong
-// (not JSON, a field missing or of the wrong type, bad base64).
+// (nested deeper than kMaxArchiveNesting, not JSON, a field missing or of
+// the wrong type, bad base64). Parses without recursion.
 ArchivedMessage ParseArchiveLine(std::string_view line);
 
 // The store's numbers: database_id, undelivered, db_bytes, wal_bytes,

@@ -16,25 +16,35 @@ namespace {
 
 constexpr int kLinesPerTransaction = 500;
 
-// Reads a file line by line, gzip or plain (zlib reads both).
+// Reads a file line by line, gzip or plain (zlib reads both), holding at
+// most `max_line_bytes` of one line: a longer line (a hostile file can
+// inflate one gzip line to gigabytes) is skipped to its end, unread.
 class LineReader {
  public:
-  explicit LineReader(const std::string& path) : file_(::gzopen(path.c_str(), "rb")) {
+  enum class Read { kLine, kTooLong, kEnd };
+
+  LineReader(const std::string& path, std::size_t max_line_bytes)
+      : file_(::gzopen(path.c_str(), "rb")), max_line_bytes_(max_line_bytes) {
     if (file_ == nullptr) throw std::invalid_argument("FILE: cannot read '" + path + "'");
   }
   ~LineReader() { ::gzclose(file_); }
   LineReader(const LineReader&) = delete;
   LineReader& operator=(const LineReader&) = delete;
 
-  // False at the end. Throws std::runtime_error if the file is damaged.
-  bool Next(std::string& line) {
+  // Throws std::runtime_error if the file is damaged.
+  Read Next(std::string& line) {
     line.clear();
+    bool too_long = false;
     for (;;) {
       if (const std::size_t end = pending_.find('\n', scanned_); end != std::string::npos) {
-        line.assign(pending_, 0, end);
+        if (!too_long) line.assign(pending_, 0, end);
         pending_.erase(0, end + 1);
         scanned_ = 0;
-        return true;
+        return too_long ? Read::kTooLong : Read::kLine;
+      }
+      if (pending_.size() > max_line_bytes_) {  // drop what we have, find the end
+        too_long = true;
+        pending_.clear();
       }
       scanned_ = pending_.size();
       const int n = ::gzread(file_, buffer_.data(), static_cast<unsigned>(buffer_.size()));
@@ -43,9 +53,10 @@ class LineReader {
         throw std::runtime_error(std::string("archive damaged: ") + ::gzerror(file_, &code));
       }
       if (n == 0) {
-        line = std::move(pending_);
+        if (!too_long) line = std::move(pending_);
         pending_.clear();
-        return !line.empty();
+        if (too_long) return Read::kTooLong;
+        return line.empty() ? Read::kEnd : Read::kLine;
       }
       pending_.append(buffer_.data(), static_cast<std::size_t>(n));
     }
@@ -53,14 +64,26 @@ class LineReader {
 
  private:
   gzFile file_;
+  const std::size_t max_line_bytes_;
   std::string pending_;
   std::size_t scanned_ = 0;
   std::array<char, 1 << 16> buffer_{};
 };
 
+// The longest archive line that can hold a message this database accepts:
+// the payload as base64 (4/3), plus room for the other fields (topic, keys,
+// headers, times). Without a payload limit, 64 MiB.
+std::size_t MaxLineBytes(store::Store& store) {
+  const std::int64_t payload = store.GetStats().limits.max_payload_bytes;
+  constexpr std::size_t kOtherFields = 1 << 20;
+  if (payload <= 0) return std::size_t{64} << 20;
+  return static_cast<std::size_t>(payload) / 3 * 4 + 4 + kOtherFields;
+}
+
 int RunArchiveRestore(const Context& context, const std::string& path) {
-  LineReader reader(path);
   store::Store store = Open(context);
+  const std::size_t max_line_bytes = MaxLineBytes(store);
+  LineReader reader(path, max_line_bytes);
   store::Operator operator_actions(store);
   std::int64_t restored = 0;
   std::int64_t present = 0;
@@ -71,8 +94,16 @@ int RunArchiveRestore(const Context& context, const std::string& path) {
   bool more = true;
   while (more) {
     store::Store::WriteTransaction transaction(store);
-    for (int i = 0; i < kLinesPerTransaction && (more = reader.Next(line)); ++i) {
+    for (int i = 0; i < kLinesPerTransaction; ++i) {
+      const LineReader::Read read = reader.Next(line);
+      if (!(more = read != LineReader::Read::kEnd)) break;
       ++line_number;
+      if (read == LineReader::Read::kTooLong) {
+        ++refused;
+        std::cerr << "outboxctl: " << path << ":" << line_number << ": longer than "
+                  << max_line_bytes << " bytes (limits.max_payload_bytes as base64, plus 1 MiB)\n";
+        continue;
+      }
       if (line.empty()) continue;
       try {
         const row_json::ArchivedMessage archived = row_json::ParseArchiveLine(line);

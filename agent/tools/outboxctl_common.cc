@@ -9,7 +9,9 @@
 #include <system_error>
 
 #include "util/clock.h"
+#include "util/printable.h"
 #include "util/time_arg.h"
+#include "util/utf8.h"
 
 namespace outbox::ctl {
 
@@ -47,17 +49,12 @@ double AgeSeconds(std::int64_t now_ms, std::int64_t then_ms) {
 }
 
 std::string OneLine(std::string_view text, std::size_t max) {
-  std::string out;
-  for (char c : text) {
-    if (out.size() >= max) {
-      out += "…";
-      break;
-    }
-    const auto byte = static_cast<unsigned char>(c);
-    out += (byte < 0x20 || byte == 0x7f) ? ' ' : c;
-  }
-  return out;
+  const std::string escaped = util::EscapeControls(text);
+  if (escaped.size() <= max) return escaped;
+  return std::string(util::TruncateUtf8(escaped, max)) + "…";
 }
+
+std::string Shown(std::string_view text) { return util::EscapeControls(text); }
 
 store::Status ParseActionStatus(const std::string& name, std::string_view field) {
   if (name == "pending") return store::Status::kPending;

@@ -52,8 +52,13 @@ store::Actor CurrentActor();
 // value another application wrote, and now - INT64_MIN overflows.
 double AgeSeconds(std::int64_t now_ms, std::int64_t then_ms);
 
-// Payloads and errors may hold anything; keep table cells on one line.
+// Topics, keys, payloads and errors hold whatever an application wrote:
+// control characters escaped (util::EscapeControls), so that no row can
+// forge a line or send a terminal escape sequence; at most `max` bytes
+// (then "…").
 std::string OneLine(std::string_view text, std::size_t max);
+// The same without a length limit: one field of `show`.
+std::string Shown(std::string_view text);
 
 // --status for operator actions: pending or dead only.
 store::Status ParseActionStatus(const std::string& name, std::string_view field);

@@ -164,10 +164,10 @@ int RunOrdering(const Context& context, const std::string& forget) {
   store::Store store = Open(context, forget.empty() ? OpenMode::kReadOnly : OpenMode::kReadWrite);
   if (!forget.empty()) {
     if (!store.ForgetOrdering(forget)) {
-      std::cerr << "outboxctl: no ordering recorded for topic " << forget << '\n';
+      std::cerr << "outboxctl: no ordering recorded for topic " << Shown(forget) << '\n';
       return kExitFailure;
     }
-    std::cout << "forgot the ordering of topic " << forget
+    std::cout << "forgot the ordering of topic " << Shown(forget)
               << "; the next agent to start records its own\n";
     return kExitOk;
   }
@@ -190,8 +190,8 @@ int RunShow(const Context& context, const ShowArgs& args) {
     selector.key = args.key;
     const std::vector<std::int64_t> ids = store::Operator(store).SelectIds(selector, 1);
     if (ids.empty()) {
-      std::cerr << "outboxctl: no row with topic '" << args.topic << "' and key '" << args.key
-                << "'\n";
+      std::cerr << "outboxctl: no row with topic '" << Shown(args.topic) << "' and key '"
+                << Shown(args.key) << "'\n";
       return kExitFailure;
     }
     id = ids.front();
@@ -216,13 +216,13 @@ int RunShow(const Context& context, const ShowArgs& args) {
                                  ? "acknowledged, completion pending"
                                  : std::string(store::StatusName(row->status));
   std::cout << "id:               " << row->id << '\n'
-            << "topic:            " << row->topic << '\n'
-            << "msg_key:          " << row->key << '\n'
-            << "ordering_key:     " << row->ordering_key.value_or("-") << '\n'
+            << "topic:            " << Shown(row->topic) << '\n'
+            << "msg_key:          " << Shown(row->key) << '\n'
+            << "ordering_key:     " << Shown(row->ordering_key.value_or("-")) << '\n'
             << "status:           " << status << '\n'
-            << "waits for:        " << WaitsFor(store, *row) << '\n'
-            << "dead_reason:      " << row->dead_reason.value_or("-") << '\n'
-            << "schema_version:   " << row->schema_version.value_or("-") << '\n'
+            << "waits for:        " << Shown(WaitsFor(store, *row)) << '\n'
+            << "dead_reason:      " << Shown(row->dead_reason.value_or("-")) << '\n'
+            << "schema_version:   " << Shown(row->schema_version.value_or("-")) << '\n'
             << "deliver_at:       " << time_or_dash(row->deliver_at) << '\n'
             << "expires_at:       " << time_or_dash(row->expires_at) << '\n'
             << "acked_at:         " << time_or_dash(row->acked_at) << '\n'
@@ -234,10 +234,16 @@ int RunShow(const Context& context, const ShowArgs& args) {
             << '\n'
             << "created_at:       " << util::FormatRfc3339(row->created_at) << '\n'
             << "updated_at:       " << util::FormatRfc3339(row->updated_at) << '\n'
-            << "lease_owner:      " << row->lease_owner.value_or("-") << '\n'
+            << "lease_owner:      " << Shown(row->lease_owner.value_or("-")) << '\n'
             << "crashes:          " << row->crashes << '\n'
+            << "quarantined:      "
+            << (row->quarantined && row->status == store::Status::kPending
+                    ? "yes: taken back from a crashed agent; an agent that routes its topic "
+                      "resends it alone (without a route it waits, holding nothing up)"
+                    : "no")
+            << '\n'
             << "operator_retries: " << row->operator_retries << '\n'
-            << "headers:          " << row->headers_json.value_or("-") << '\n'
+            << "headers:          " << Shown(row->headers_json.value_or("-")) << '\n'
             << "last_error:       " << OneLine(row->last_error.value_or("-"), 2000) << '\n'
             << "payload (" << row->payload.size() << " bytes): " << OneLine(row->payload, 2000)
             << '\n';

@@ -167,7 +167,8 @@ TEST_F(ProbationTest, TopicsWithoutARouteOrWithAnOpenBreakerHoldNothingUp) {
 class HostileQuarantineTest : public testing::AgentTest {};
 
 TEST_F(HostileQuarantineTest, AQuarantinedRowOfAnUnroutedTopicHoldsNoOtherTopicUp) {
-  server_.Post("/events", [](const httplib::Request&, httplib::Response& res) { res.status = 200; });
+  server_.Post("/events",
+               [](const httplib::Request&, httplib::Response& res) { res.status = 200; });
   server_.Start();
   InsertPlain("retired.topic", "k1");
   app_->exec("UPDATE outbox SET quarantined = 1, crashes = 1 WHERE topic = 'retired.topic'");

@@ -399,8 +399,8 @@ TEST_F(HostileReceiverTest, ChunkedAndCompressedBodiesStopAtTheLimitBeforeTheSig
   }
   {
     httplib::Client bomb("127.0.0.1", port_);
-    const auto result = bomb.Post("/orders", {{"Idempotency-Key", "k"}, {"Content-Encoding", "gzip"}},
-                                  GzipZeros(kHuge), "application/json");
+    const httplib::Headers headers = {{"Idempotency-Key", "k"}, {"Content-Encoding", "gzip"}};
+    const auto result = bomb.Post("/orders", headers, GzipZeros(kHuge), "application/json");
     if (result) {
       EXPECT_EQ(result->status, 413);
     }
