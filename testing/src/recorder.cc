@@ -63,7 +63,7 @@ bool Matches(const Message& m, const Match& want) {
 std::string Show(const Message& m) {
   std::ostringstream out;
   out << "  id " << m.id << " " << m.topic << " key=" << m.key << " "
-      << store::StatusName(m.status) << " payload=" << m.payload.substr(0, 200);
+      << store::StatusName(m.status) << " attempts=" << m.attempts << " payload=" << m.payload.substr(0, 200);
   if (m.payload.size() > 200) out << "...";
   for (const auto& [name, value] : m.headers) out << " " << name << "=" << value;
   if (m.schema_version) out << " schema_version=" << *m.schema_version;
