@@ -151,13 +151,14 @@ runtime=(
   /usr/share/doc/edge-outbox/README.md
   /usr/share/doc/edge-outbox/copyright
   /usr/share/doc/edge-outbox/changelog.gz
-  /usr/lib/python3/dist-packages/edge_outbox.py
+  /usr/lib/python3/dist-packages/edge_outbox/__init__.py
+  /usr/lib/python3/dist-packages/edge_outbox/testing.py
   /usr/share/lintian/overrides/edge-outbox
 )
 for p in "${programs[@]}"; do runtime+=("/usr/bin/$p"); done
 [[ " ${programs[*]} " == *" outboxd "* ]] && runtime+=(/usr/share/man/man8/outboxd.8.gz)
 [[ " ${programs[*]} " == *" outboxctl "* ]] && runtime+=(/usr/share/man/man1/outboxctl.1.gz)
-check_files "$deb" "/usr/bin/outbox(d|ctl)|/usr/share/man/man(8/outboxd\.8|1/outboxctl\.1)\.gz|/usr/share/doc/edge-outbox/(README\.md|copyright|changelog\.gz)|/usr/share/edge-outbox/prometheus/[a-z-]+\.yml|/usr/lib/python3/dist-packages/edge_outbox\.py|/usr/share/lintian/overrides/edge-outbox|/lib/systemd/system/outboxd@\.service|/etc/outbox/outboxd\.example\.json" \
+check_files "$deb" "/usr/bin/outbox(d|ctl)|/usr/share/man/man(8/outboxd\.8|1/outboxctl\.1)\.gz|/usr/share/doc/edge-outbox/(README\.md|copyright|changelog\.gz)|/usr/share/edge-outbox/prometheus/[a-z-]+\.yml|/usr/lib/python3/dist-packages/edge_outbox/(__init__|testing)\.py|/usr/share/lintian/overrides/edge-outbox|/lib/systemd/system/outboxd@\.service|/etc/outbox/outboxd\.example\.json" \
   "${runtime[@]}"
 development=(
   "/usr/$libdir/cmake/outbox/outboxConfig.cmake"
