@@ -362,6 +362,13 @@ out=$("$work/consumer/consumer" "$work/consumer.db") || fail "tests/consumer: $o
 [ "$out" = pending=1 ] || fail "tests/consumer printed '$out'"
 linked=$(sed -n 's/^-- consumer links: //p' "$work/consumer.log")
 ok "tests/consumer via find_package(outbox) from the stage: $out (links $linked)"
+if [ -x "$work/consumer/consumer_testing" ]; then
+  out=$("$work/consumer/consumer_testing") || fail "tests/consumer consumer_testing: $out"
+  [ "$out" = delivered=1 ] || fail "tests/consumer consumer_testing printed '$out'"
+  ok "tests/consumer with outbox::testing via find_package(outbox): $out"
+elif [[ " ${libraries[*]} " == *" outbox_testing "* ]]; then
+  fail "tests/consumer built no consumer_testing although outbox_testing is installed"
+fi
 
 export PKG_CONFIG_PATH="$stage/usr/$libdir/pkgconfig"
 pc() { pkg-config --define-variable=prefix="$stage/usr" "$@" outbox; }
