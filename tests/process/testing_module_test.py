@@ -7,6 +7,7 @@ schema of the outboxctl under test, and what its assertions say.
 
 import argparse
 import os
+import re
 import sqlite3
 import sys
 import unittest
@@ -92,6 +93,25 @@ class AssertionsTest(unittest.TestCase):
             testing.assert_enqueued(self.conn, "")
         with self.assertRaisesRegex(ValueError, "count"):
             testing.assert_enqueued(self.conn, "order.created", count=-1)
+
+
+class DocsTest(unittest.TestCase):
+    """docs/testing.md quotes the example tests as they are."""
+
+    def test_the_pages_examples_are_the_tested_files(self):
+        with open(os.path.join(ROOT, "docs", "testing.md"), encoding="utf-8") as f:
+            page = f.read()
+        quoted = {"cpp": "orders_test.cc", "python": "test_orders.py"}
+        blocks = re.findall(r"```(cpp|python)\n(.*?)```", page, re.S)
+        checked = 0
+        for language, block in blocks:
+            if not block.startswith(("// Story", "class OrdersTest")):
+                continue  # a fragment, not a quoted test
+            path = os.path.join(ROOT, "examples", "testing", quoted[language])
+            with open(path, encoding="utf-8") as f:
+                self.assertIn(block, f.read(), f"docs/testing.md differs from {path}")
+            checked += 1
+        self.assertEqual(checked, 2)
 
 
 if __name__ == "__main__":
