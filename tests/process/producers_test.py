@@ -217,6 +217,17 @@ class GoSnippetTest(SnippetTestCase):
     def test_go_snippet_commits_an_order_and_its_message(self):
         self.check_snippet("go")
 
+    def test_go_in_memory_tests_pass(self):
+        """docs/producers-languages.md, "Testing in memory": enqueue_test.go."""
+        schema = os.path.join(self.dir, "schema.db")
+        subprocess.run([outboxd_test.OUTBOXCTL, "--db", schema, "init"], check=True,
+                       capture_output=True)
+        ran = subprocess.run([shutil.which("go"), "test", "-count=1", "."],
+                             cwd=os.path.join(SNIPPETS, "go"),
+                             env=dict(self.env, OUTBOX_SCHEMA_DB=schema),
+                             capture_output=True, text=True, timeout=600)
+        self.assertEqual(ran.returncode, 0, ran.stdout + ran.stderr)
+
 
 class NodeSnippetTest(SnippetTestCase):
     @classmethod
