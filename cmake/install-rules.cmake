@@ -348,9 +348,16 @@ install(DIRECTORY DESTINATION "${_outbox_statedir}" COMPONENT Runtime)
 install(FILES "${PROJECT_SOURCE_DIR}/packaging/prometheus/outbox-alerts.yml"
   DESTINATION ${CMAKE_INSTALL_DATADIR}/edge-outbox/prometheus
   COMPONENT Runtime)
+# README.md and docs/ as in the repository, so that the README's relative
+# links (docs/...) and the pages' links to each other work in the installed
+# tree. Uncompressed on purpose: a compressed page breaks every link to it.
 install(FILES "${PROJECT_SOURCE_DIR}/README.md"
   DESTINATION ${CMAKE_INSTALL_DOCDIR}
   COMPONENT Runtime)
+install(DIRECTORY "${PROJECT_SOURCE_DIR}/docs/"
+  DESTINATION ${CMAKE_INSTALL_DOCDIR}/docs
+  COMPONENT Runtime
+  FILES_MATCHING PATTERN "*.md")
 
 # The Python producer module, where Debian's python3 finds it.
 set(OUTBOX_INSTALL_PYTHONDIR "lib/python3/dist-packages" CACHE STRING
@@ -434,6 +441,17 @@ if(OUTBOX_MANPAGES)
     list(GET _outbox_man_${_prog} 1 _name)
     set(_include "${PROJECT_SOURCE_DIR}/packaging/man/${_prog}.h2m")
     set(_page "${PROJECT_BINARY_DIR}/man/${_prog}.${_section}")
+    if(_prog STREQUAL "outboxctl")
+      # outboxctl(1) lists every subcommand with its flags, from the program.
+      set(_static "${_include}")
+      set(_include "${PROJECT_BINARY_DIR}/man/outboxctl.h2m")
+      add_custom_command(OUTPUT "${_include}"
+        COMMAND ${CMAKE_COMMAND} -E make_directory "${PROJECT_BINARY_DIR}/man"
+        COMMAND sh "${PROJECT_SOURCE_DIR}/packaging/man/subcommands-h2m.sh"
+          $<TARGET_FILE:outboxctl> "${_static}" > "${_include}"
+        DEPENDS outboxctl "${_static}" "${PROJECT_SOURCE_DIR}/packaging/man/subcommands-h2m.sh"
+        COMMENT "Listing outboxctl's subcommands for its man page")
+    endif()
     # The date of the newest changelog entry, not today's: the same source
     # gives the same page.
     add_custom_command(OUTPUT "${_page}.gz"

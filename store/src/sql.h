@@ -563,6 +563,87 @@ BEGIN
 END;
 )sql";
 
+// Migration 8: the insert trigger refuses what the store's and the language
+// modules' own checks refuse, so that plain SQL meets the same contract:
+// - topic: at most kMaxTopicBytes (255) bytes, as msg_key (it names metric labels, log
+//   lines and URLs; four 100 KB topics made /metrics 14 MB);
+// - headers: at most kMaxHeadersBytes (65536) bytes of JSON text, judged
+//   before the JSON is parsed;
+// - max_attempts and first_interval_ms: NULL or a positive integer; backoff:
+//   NULL, 'fixed' or 'exponential' ('linear', 0 and -5 were accepted).
+// Rows already in the file are not judged again (insert trigger only).
+// Triggers only, no row rewritten; one transaction: a kill leaves schema 7.
+inline constexpr char kMigration8[] = R"sql(
+DROP TRIGGER outbox_check_insert;
+CREATE TRIGGER outbox_check_insert BEFORE INSERT ON outbox
+BEGIN
+  SELECT RAISE(ABORT, 'outbox: topic: must be a non-empty string of at most 255 bytes')
+   WHERE typeof(NEW.topic) <> 'text' OR length(NEW.topic) = 0
+      OR length(CAST(NEW.topic AS BLOB)) > 255;
+  SELECT RAISE(ABORT, 'outbox: msg_key: must be a non-empty string of at most 255 bytes')
+   WHERE typeof(NEW.msg_key) <> 'text' OR length(NEW.msg_key) = 0
+      OR length(CAST(NEW.msg_key AS BLOB)) > 255;
+  SELECT RAISE(ABORT, 'outbox: max_attempts: must be a positive integer')
+   WHERE NEW.max_attempts IS NOT NULL
+     AND (typeof(NEW.max_attempts) <> 'integer' OR NEW.max_attempts < 1);
+  SELECT RAISE(ABORT, 'outbox: backoff: must be ''fixed'' or ''exponential''')
+   WHERE NEW.backoff IS NOT NULL
+     AND (typeof(NEW.backoff) <> 'text' OR NEW.backoff NOT IN ('fixed', 'exponential'));
+  SELECT RAISE(ABORT, 'outbox: first_interval_ms: must be a positive integer')
+   WHERE NEW.first_interval_ms IS NOT NULL
+     AND (typeof(NEW.first_interval_ms) <> 'integer' OR NEW.first_interval_ms < 1);
+  SELECT RAISE(ABORT, 'outbox: schema_version: must be 1 to 64 token characters (letters, digits, !#$%&''*+-.^_`|~)')
+   WHERE NEW.schema_version IS NOT NULL
+     AND (typeof(NEW.schema_version) <> 'text'
+          OR length(CAST(NEW.schema_version AS BLOB)) NOT BETWEEN 1 AND 64
+          OR NEW.schema_version GLOB '*[^-!#$%&''*+.^_`|~0-9A-Za-z]*');
+  SELECT RAISE(ABORT, 'outbox: ordering_key: must be a non-empty string of at most 255 bytes')
+   WHERE NEW.ordering_key IS NOT NULL
+     AND (typeof(NEW.ordering_key) <> 'text' OR length(NEW.ordering_key) = 0
+          OR length(CAST(NEW.ordering_key AS BLOB)) > 255);
+  SELECT RAISE(ABORT, 'outbox: deliver_at: must be an integer (ms since the epoch)')
+   WHERE NEW.deliver_at IS NOT NULL AND typeof(NEW.deliver_at) <> 'integer';
+  -- IS NOT NULL first: the clock is read only for a scheduled message.
+  SELECT RAISE(ABORT, 'outbox: deliver_at: more than a year ahead')
+   WHERE NEW.deliver_at IS NOT NULL AND NEW.deliver_at > )sql" OUTBOX_NOW_MS R"sql( + 31622400000;
+  SELECT RAISE(ABORT, 'outbox: expires_at: must be an integer (ms since the epoch)')
+   WHERE NEW.expires_at IS NOT NULL AND typeof(NEW.expires_at) <> 'integer';
+  SELECT RAISE(ABORT, 'outbox: dead_reason: must be one of permanent, attempts, age, expired, cancelled, crash, hook')
+   WHERE NEW.dead_reason IS NOT NULL
+     AND NEW.dead_reason NOT IN ('permanent', 'attempts', 'age', 'expired', 'cancelled', 'crash', 'hook');
+  -- Before capacity, so that plain SQL hears that the message itself is
+  -- wrong, not that the outbox is full; the size before the JSON is parsed.
+  -- The Producer writes NULL headers here (and checks its own with
+  -- kCheckHeaders).
+  SELECT RAISE(ABORT, 'outbox: headers: longer than 65536 bytes')
+   WHERE NEW.headers IS NOT NULL AND length(CAST(NEW.headers AS BLOB)) > 65536;
+  SELECT RAISE(ABORT, 'outbox: headers: must be a JSON object of string values without CR or LF')
+   WHERE NEW.headers IS NOT NULL
+     AND (json_valid(NEW.headers) = 0 OR json_type(NEW.headers) <> 'object'
+          OR EXISTS(SELECT 1 FROM json_each(NEW.headers)
+                     WHERE type <> 'text' OR key = ''
+                        OR instr(key, char(13)) OR instr(key, char(10))
+                        OR instr(value, char(13)) OR instr(value, char(10))));
+  -- The limits in one pass over outbox_limits, in this order: a payload
+  -- over max_payload_bytes (skipped for the Producer's empty one), then
+  -- capacity. One statement rather than three: each costs a scan.
+  SELECT CASE
+    WHEN length(CAST(NEW.payload AS BLOB)) > 0 AND max_payload_bytes > 0
+         AND length(CAST(NEW.payload AS BLOB)) > max_payload_bytes
+      THEN RAISE(ABORT, 'outbox: payload: larger than limits.max_payload_bytes')
+    WHEN max_pending > 0
+         AND (SELECT value FROM outbox_counters WHERE name = 'undelivered') >= max_pending
+      THEN RAISE(ABORT, 'outbox: capacity: limits.max_pending reached')
+    WHEN max_db_bytes > 0
+         AND ((SELECT page_count FROM pragma_page_count())
+              - (SELECT freelist_count FROM pragma_freelist_count()))
+             * (SELECT page_size FROM pragma_page_size()) >= max_db_bytes
+      THEN RAISE(ABORT, 'outbox: capacity: limits.max_db_bytes reached')
+  END
+    FROM outbox_limits;
+END;
+)sql";
+
 // --- enqueue -------------------------------------------------------------------
 
 // ?1 topic, ?2 msg_key, ?3 payload, ?4 headers, ?5 max_attempts, ?6 backoff,
@@ -596,7 +677,8 @@ inline constexpr char kInsertState[] =
     " max(coalesce(?10, 0), " OUTBOX_NOW_MS "), " OUTBOX_NOW_MS ", " OUTBOX_NOW_MS ")";
 // ?1 headers: a row if outbox_check_insert would refuse them (the same
 // terms, in a WHERE so that they stop at the first that holds). The
-// Producer runs it only for messages that have headers.
+// Producer runs it only for messages that have headers, after its own
+// check of their size (kMaxHeadersBytes).
 inline constexpr char kCheckHeaders[] =
     "SELECT 1 WHERE json_valid(?1) = 0 OR json_type(?1) <> 'object'"
     " OR EXISTS(SELECT 1 FROM json_each(?1)"

@@ -7,9 +7,10 @@
 //  - Store: the agent's and the admin tool's own connection. Every state
 //    transition of docs/design.md is one guarded statement here; several may share
 //    one write transaction (group commit).
-//  - Inbox: the receiving side. A receiver records each message's
-//    Idempotency-Key inside its own transaction, so that a message delivered
-//    twice is applied once.
+//  - Inbox: the receiving side. A receiver records each message's key
+//    (its Idempotency-Key; with signatures, the signed webhook-id or a batch
+//    member's id, see Inbox::Record) inside its own transaction, so that a
+//    message delivered twice is applied once.
 //
 // None of these classes is thread-safe: like an SQLite connection, each
 // belongs to one thread at a time. Open one per thread.
@@ -41,9 +42,13 @@ class RawTransaction;  // the store's transaction guard (internal)
 }
 
 // Bump with every migration in store/src/schema.cc.
-inline constexpr int kSchemaVersion = 7;
+inline constexpr int kSchemaVersion = 8;
 // Keys longer than this are rejected (they end up in HTTP headers and logs).
 inline constexpr std::size_t kMaxKeyBytes = 255;
+// Topics longer than this are rejected (they name metric labels and log lines).
+inline constexpr std::size_t kMaxTopicBytes = 255;
+// A message's headers, as JSON text, are at most this long.
+inline constexpr std::size_t kMaxHeadersBytes = 65536;
 // A message's schema_version is at most this long.
 inline constexpr std::size_t kMaxSchemaVersionBytes = 64;
 // next_attempt_at of a row parked behind a dead head (Store::
@@ -932,6 +937,13 @@ class Inbox {
   Inbox(const Inbox&) = delete;
   Inbox& operator=(const Inbox&) = delete;
 
+  // Which key: one the sender vouches for. With Standard Webhooks
+  // signatures, the signed `webhook-id` of a single message (refuse a request
+  // whose Idempotency-Key differs from it) and each batch member's `id`; the
+  // unsigned Idempotency-Key only without signatures (docs/receiving.md, "What
+  // to key on"): keyed on it, a signed request replayed under fresh keys
+  // would be applied again.
+  //
   // Records `key` with `now_ms` as its time of receipt, inside the
   // connection's open transaction (begin it with BEGIN IMMEDIATE, so that the
   // INSERT never has to upgrade a stale read snapshot). kNew: apply the
