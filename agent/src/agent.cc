@@ -267,6 +267,7 @@ MetricsSnapshot Agent::Snapshot() {
     snapshot.db = d.stats_reader->GetStats();
     snapshot.blocked_keys = d.stats_reader->BlockedKeyCount(d.rt.clock->WallMs());
   }
+  snapshot.quarantined_unrouted = d.rt.quarantined_unrouted.load();
   // Rows, not topics: one forgotten topic with a million rows is a million.
   for (const store::TopicStatusCount& count : snapshot.db.counts) {
     if (count.status == store::Status::kPending && d.routes.For(count.topic) == nullptr) {

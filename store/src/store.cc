@@ -1157,6 +1157,17 @@ std::int64_t Store::QuarantinedCount() {
   });
 }
 
+std::vector<std::pair<std::string, std::int64_t>> Store::QuarantinedTopics() {
+  return Wrap("count quarantined rows per topic", [&] {
+    StatementUse q(impl_->Prepare(sql::kQuarantinedTopics));
+    std::vector<std::pair<std::string, std::int64_t>> topics;
+    while (q->executeStep()) {
+      topics.emplace_back(q->getColumn(0).getString(), q->getColumn(1).getInt64());
+    }
+    return topics;
+  });
+}
+
 std::int64_t Store::DataVersion() {
   return Wrap("read data_version", [&] {
     StatementUse q(impl_->Prepare(sql::kDataVersion));

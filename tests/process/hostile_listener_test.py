@@ -115,7 +115,9 @@ class Attack:
                 held = alive
                 while len(held) < IDLE_CONNECTIONS and not self.stopping.is_set():
                     try:
-                        held.append(connect(self.port))
+                        sock = connect(self.port)
+                        sock.setblocking(False)  # polled below without waiting
+                        held.append(sock)
                         self._count("idle")
                     except OSError:
                         break

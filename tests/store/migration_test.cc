@@ -387,7 +387,8 @@ std::string MakeSchema7WithRowsSchema8Refuses(const TempDir& dir) {
 }
 
 // Migration 8: the insert trigger checks the retry columns, the topic's
-// length and the headers' size; rows already written stay as they are.
+// length and the headers' size; rows already written stay as they are; the
+// undelivered counter gets its mark above every row.
 TEST(Migration, Schema8ChecksNewRowsAndKeepsEveryOldOne) {
   TempDir dir;
   const std::string path = MakeSchema7WithRowsSchema8Refuses(dir);
@@ -401,6 +402,13 @@ TEST(Migration, Schema8ChecksNewRowsAndKeepsEveryOldOne) {
             1);
   EXPECT_EQ(store.Get(2)->payload, "y");
   EXPECT_EQ(Count(db, "SELECT value FROM outbox_counters WHERE name = 'undelivered'"), 2);
+  // Every row is below the counter's mark; the count stays exact after it.
+  EXPECT_EQ(Count(db, "SELECT value FROM outbox_counters WHERE name = 'counted_upto'"), 2);
+  EXPECT_EQ(store.GetStats().undelivered, 2);
+  db.exec("INSERT INTO outbox(topic, msg_key, payload) VALUES('t', 'big', zeroblob(20000))");
+  db.exec("UPDATE outbox SET status = 1 WHERE id = 1");
+  EXPECT_EQ(store.GetStats().undelivered, 2);
+  EXPECT_EQ(store.Get(3)->payload.size(), 20000u);
   for (const char* bad :
        {"INSERT INTO outbox(topic, msg_key, payload, backoff) VALUES('t', 'c', 'x', 'linear')",
         "INSERT INTO outbox(topic, msg_key, payload, max_attempts) VALUES('t', 'c', 'x', 0)",
@@ -450,6 +458,35 @@ TEST(Migration, AStoppedMigration8IsUndoneAndTheNextOpenFinishesIt) {
                                        " VALUES('t', 'd', 'x', 'linear')"),
                SQLite::Exception);
   EXPECT_EQ(Count(store.connection(), "SELECT count(*) FROM outbox"), 3);
+}
+
+// The same stop halfway: an application's trigger has the name of one that
+// migration 8 creates after it replaced the insert trigger, the payload move
+// and the insert counter and added the counter's mark.
+TEST(Migration, AMigration8StoppedHalfwayLeavesSchema7AsItWas) {
+  TempDir dir;
+  const std::string path = MakeSchema7WithRowsSchema8Refuses(dir);
+  std::string schema7;
+  {
+    SQLite::Database app(path, SQLite::OPEN_READWRITE);
+    schema7 = TriggerSql(app);
+    app.exec("CREATE TABLE app_log(x)");
+    app.exec("CREATE TRIGGER outbox_count_fold AFTER INSERT ON app_log BEGIN SELECT 1; END");
+  }
+  Options options;
+  options.path = path;
+  options.backup_before_migration = false;
+  EXPECT_THROW(Store store(options), StoreError);
+  EXPECT_EQ(SchemaVersionOf(path), 7);
+  {
+    SQLite::Database app(path, SQLite::OPEN_READWRITE);
+    app.exec("DROP TRIGGER outbox_count_fold");
+    EXPECT_EQ(TriggerSql(app), schema7);
+    EXPECT_EQ(Count(app, "SELECT count(*) FROM outbox_counters WHERE name = 'counted_upto'"), 0);
+  }
+  Store store(options);
+  EXPECT_EQ(SchemaVersionOf(path), kSchemaVersion);
+  EXPECT_EQ(store.GetStats().undelivered, 2);
 }
 
 // What an older binary says when it meets this file: one line naming the

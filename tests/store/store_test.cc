@@ -213,10 +213,7 @@ TEST_F(StoreTest, CompleteEachDeliversEveryHeldLeaseAtItsOwnTime) {
                 "SELECT count(*) FROM outbox WHERE status = 1 AND delivered_at = updated_at")
                 .getInt(),
             70 - static_cast<int>(stale_ids.size()));
-  EXPECT_EQ(store_.connection()
-                .execAndGet("SELECT value FROM outbox_counters WHERE name = 'undelivered'")
-                .getInt(),
-            static_cast<int>(stale_ids.size()));
+  EXPECT_EQ(store_.GetStats().undelivered, static_cast<std::int64_t>(stale_ids.size()));
   EXPECT_EQ(store_.CompleteEach({}), 0);
 }
 
@@ -655,6 +652,7 @@ TEST(StoreFile, ASecondWriterWaitsForTheFirst) {
 TEST_F(StoreTest, SweeperAndRetentionStatementsSeekTheirOwnIndex) {
   const std::pair<const char*, const char*> expected[] = {
       {sql::kQuarantinedCount, "outbox_quarantine"},
+      {sql::kQuarantinedTopics, "outbox_quarantine"},
       {sql::kClaimQuarantined, "outbox_quarantine"},
       {sql::kClaimDue, "outbox_claim (status=? AND topic=? AND next_attempt_at<?)"},
       {sql::kHasDue, "outbox_claim (status=? AND topic=? AND next_attempt_at<?)"},

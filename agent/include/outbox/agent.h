@@ -321,6 +321,9 @@ struct MetricsSnapshot {
   std::int64_t taken_back_leases = 0;
   // Pending rows whose topic has no route (no entry, no "*").
   std::int64_t unrouted_pending = 0;
+  // Of them, rows taken back from a crashed agent (quarantined): they wait
+  // for a route and hold no other topic up. As of the sweeper's last pass.
+  std::int64_t quarantined_unrouted = 0;
   // Ordering keys whose head is dead or not yet due while later messages
   // of the key wait (store::Store::BlockedKeyCount).
   std::int64_t blocked_keys = 0;

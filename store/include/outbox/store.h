@@ -738,6 +738,8 @@ class Store {
   bool HasDue(std::string_view topic, std::int64_t now);
   // Rows pending and quarantined.
   std::int64_t QuarantinedCount();
+  // The same per topic, in topic order: (topic, rows).
+  std::vector<std::pair<std::string, std::int64_t>> QuarantinedTopics();
   // PRAGMA data_version: changes when another connection commits.
   std::int64_t DataVersion();
 
