@@ -1,6 +1,7 @@
 // Recorder and Expect: what the application enqueued (outbox/testing.h).
 #include <rapidjson/document.h>
 
+#include <algorithm>
 #include <sstream>
 
 #include "outbox/testing.h"
