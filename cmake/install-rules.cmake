@@ -363,9 +363,11 @@ install(DIRECTORY "${PROJECT_SOURCE_DIR}/docs/"
 set(OUTBOX_INSTALL_PYTHONDIR "lib/python3/dist-packages" CACHE STRING
     "Where the edge_outbox Python module goes (relative: under the prefix)")
 mark_as_advanced(OUTBOX_INSTALL_PYTHONDIR)
-install(FILES "${PROJECT_SOURCE_DIR}/packaging/python/edge_outbox.py"
+# A package: edge_outbox (enqueue) and edge_outbox.testing (docs/testing.md).
+install(DIRECTORY "${PROJECT_SOURCE_DIR}/packaging/python/edge_outbox"
   DESTINATION "${OUTBOX_INSTALL_PYTHONDIR}"
-  COMPONENT Runtime)
+  COMPONENT Runtime
+  FILES_MATCHING PATTERN "*.py")
 
 # --- Debian package (CPack DEB) -------------------------------------------------
 # Build them with: cpack --config BUILD/CPackConfig.cmake (packaging/check-package.sh)

@@ -151,14 +151,15 @@ runtime=(
   /usr/share/doc/edge-outbox/README.md
   /usr/share/doc/edge-outbox/copyright
   /usr/share/doc/edge-outbox/changelog.gz
-  /usr/lib/python3/dist-packages/edge_outbox.py
+  /usr/lib/python3/dist-packages/edge_outbox/__init__.py
+  /usr/lib/python3/dist-packages/edge_outbox/testing.py
   /usr/share/lintian/overrides/edge-outbox
 )
 for page in "$src"/docs/*.md; do runtime+=("/usr/share/doc/edge-outbox/docs/$(basename "$page")"); done
 for p in "${programs[@]}"; do runtime+=("/usr/bin/$p"); done
 [[ " ${programs[*]} " == *" outboxd "* ]] && runtime+=(/usr/share/man/man8/outboxd.8.gz)
 [[ " ${programs[*]} " == *" outboxctl "* ]] && runtime+=(/usr/share/man/man1/outboxctl.1.gz)
-check_files "$deb" "/usr/bin/outbox(d|ctl)|/usr/share/man/man(8/outboxd\.8|1/outboxctl\.1)\.gz|/usr/share/doc/edge-outbox/(README\.md|docs/[a-z-]+\.md|copyright|changelog\.gz)|/usr/share/edge-outbox/prometheus/[a-z-]+\.yml|/usr/lib/python3/dist-packages/edge_outbox\.py|/usr/share/lintian/overrides/edge-outbox|/lib/systemd/system/outboxd@\.service|/etc/outbox/outboxd\.example\.json" \
+check_files "$deb" "/usr/bin/outbox(d|ctl)|/usr/share/man/man(8/outboxd\.8|1/outboxctl\.1)\.gz|/usr/share/doc/edge-outbox/(README\.md|docs/[a-z-]+\.md|copyright|changelog\.gz)|/usr/share/edge-outbox/prometheus/[a-z-]+\.yml|/usr/lib/python3/dist-packages/edge_outbox/(__init__|testing)\.py|/usr/share/lintian/overrides/edge-outbox|/lib/systemd/system/outboxd@\.service|/etc/outbox/outboxd\.example\.json" \
   "${runtime[@]}"
 development=(
   "/usr/$libdir/cmake/outbox/outboxConfig.cmake"
@@ -373,6 +374,13 @@ out=$("$work/consumer/consumer" "$work/consumer.db") || fail "tests/consumer: $o
 [ "$out" = pending=1 ] || fail "tests/consumer printed '$out'"
 linked=$(sed -n 's/^-- consumer links: //p' "$work/consumer.log")
 ok "tests/consumer via find_package(outbox) from the stage: $out (links $linked)"
+if [ -x "$work/consumer/consumer_testing" ]; then
+  out=$("$work/consumer/consumer_testing") || fail "tests/consumer consumer_testing: $out"
+  [ "$out" = delivered=1 ] || fail "tests/consumer consumer_testing printed '$out'"
+  ok "tests/consumer with outbox::testing via find_package(outbox): $out"
+elif [[ " ${libraries[*]} " == *" outbox_testing "* ]]; then
+  fail "tests/consumer built no consumer_testing although outbox_testing is installed"
+fi
 
 export PKG_CONFIG_PATH="$stage/usr/$libdir/pkgconfig"
 pc() { pkg-config --define-variable=prefix="$stage/usr" "$@" outbox; }

@@ -8,6 +8,7 @@
 #include "outbox/agent.h"
 
 #include <SQLiteCpp/Database.h>
+#include <SQLiteCpp/Transaction.h>
 #include <spdlog/logger.h>
 #include <spdlog/sinks/stdout_sinks.h>
 
@@ -67,10 +68,12 @@ struct Agent::Impl {
   }
 
   // RunDue's test: a row in flight, or a due row that a route with a closed
-  // breaker would claim now.
+  // breaker would claim now. One read transaction: in two snapshots a row
+  // claimed between the reads would be in neither.
   bool HasWorkDue() {
     std::lock_guard lock(stats_mutex);
     if (!stats_reader) return false;
+    SQLite::Transaction snapshot(stats_reader->connection(), SQLite::TransactionBehavior::DEFERRED);
     store::ListFilter in_flight;
     in_flight.status = store::Status::kInFlight;
     in_flight.limit = 1;

@@ -1,6 +1,7 @@
 // Recorder and Expect: what the application enqueued (outbox/testing.h).
 #include <rapidjson/document.h>
 
+#include <algorithm>
 #include <sstream>
 
 #include "outbox/testing.h"
@@ -63,7 +64,7 @@ bool Matches(const Message& m, const Match& want) {
 std::string Show(const Message& m) {
   std::ostringstream out;
   out << "  id " << m.id << " " << m.topic << " key=" << m.key << " "
-      << store::StatusName(m.status) << " payload=" << m.payload.substr(0, 200);
+      << store::StatusName(m.status) << " attempts=" << m.attempts << " payload=" << m.payload.substr(0, 200);
   if (m.payload.size() > 200) out << "...";
   for (const auto& [name, value] : m.headers) out << " " << name << "=" << value;
   if (m.schema_version) out << " schema_version=" << *m.schema_version;

@@ -138,7 +138,15 @@ TestReceiver::TestReceiver(TestReceiverOptions options) : impl_(std::make_unique
   impl->thread = std::thread([impl] { impl->server.listen_after_bind(); });
   // stop() does nothing until the accept loop runs, so wait for it: a
   // receiver destroyed at once would otherwise leave the thread listening.
-  while (!impl->server.is_running()) std::this_thread::yield();
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (!impl->server.is_running()) {
+    if (std::chrono::steady_clock::now() > deadline) {
+      impl->server.stop();
+      impl->thread.join();
+      throw std::runtime_error("TestReceiver: the accept loop did not start");
+    }
+    std::this_thread::yield();
+  }
 }
 
 TestReceiver::~TestReceiver() {

@@ -218,6 +218,17 @@ class GoSnippetTest(SnippetTestCase):
     def test_go_snippet_commits_an_order_and_its_message(self):
         self.check_snippet("go")
 
+    def test_go_in_memory_tests_pass(self):
+        """docs/producers-languages.md, "Testing in memory": enqueue_test.go."""
+        schema = os.path.join(self.dir, "schema.db")
+        subprocess.run([outboxd_test.OUTBOXCTL, "--db", schema, "init"], check=True,
+                       capture_output=True)
+        ran = subprocess.run([shutil.which("go"), "test", "-count=1", "."],
+                             cwd=os.path.join(SNIPPETS, "go"),
+                             env=dict(self.env, OUTBOX_SCHEMA_DB=schema),
+                             capture_output=True, text=True, timeout=600)
+        self.assertEqual(ran.returncode, 0, ran.stdout + ran.stderr)
+
 
 class NodeSnippetTest(SnippetTestCase):
     @classmethod
@@ -240,6 +251,18 @@ class NodeSnippetTest(SnippetTestCase):
     def test_node_snippet_commits_an_order_and_its_message(self):
         self.check_snippet("node")
 
+    def test_node_in_memory_tests_pass(self):
+        """docs/producers-languages.md, "Testing in memory": enqueue.test.js."""
+        schema = os.path.join(self.dir, "schema.db")
+        subprocess.run([outboxd_test.OUTBOXCTL, "--db", schema, "init"], check=True,
+                       capture_output=True)
+        node = shutil.which("node") or shutil.which("nodejs")
+        ran = subprocess.run([node, "--test", "enqueue.test.js"],
+                             cwd=os.path.join(SNIPPETS, "node"),
+                             env=dict(self.env, OUTBOX_SCHEMA_DB=schema),
+                             capture_output=True, text=True, timeout=DEADLINE_S * 6)
+        self.assertEqual(ran.returncode, 0, ran.stdout + ran.stderr)
+
 
 class DocsTest(unittest.TestCase):
     """docs/producers-languages.md shows exactly the code the tests run."""
@@ -247,7 +270,8 @@ class DocsTest(unittest.TestCase):
     def test_the_pages_examples_are_the_tested_files(self):
         with open(os.path.join(ROOT, "docs", "producers-languages.md"), encoding="utf-8") as f:
             page = f.read()
-        for language, path in (("go", "go/enqueue.go"), ("js", "node/enqueue.js")):
+        for language, path in (("go", "go/enqueue.go"), ("js", "node/enqueue.js"),
+                               ("go", "go/enqueue_test.go"), ("js", "node/enqueue.test.js")):
             with self.subTest(path=path):
                 with open(os.path.join(SNIPPETS, path), encoding="utf-8") as f:
                     code = f.read()

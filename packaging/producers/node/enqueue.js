@@ -59,4 +59,7 @@ async function main() {
   }
 }
 
-main().then((status) => { process.exitCode = status; });
+if (require.main === module) {
+  main().then((status) => { process.exitCode = status; });
+}
+module.exports = { enqueue, placeOrder };
