@@ -10,7 +10,9 @@
 #                            the two Debian packages from a build without
 #                            tests, checked with lintian and the installed
 #                            CMake/pkg-config files (packaging/check-package.sh),
-#                            clang ASan+UBSan (all but the `slow` crash test),
+#                            clang ASan+UBSan (all but the `slow` crash test
+#                            and the `broker` tests, which run in the g++
+#                            stage only),
 #                            clang TSan (`unit`), and every libFuzzer target
 #                            for FUZZ_SECONDS (default 20) each
 #   packaging/dev.sh bench   build and run the benchmarks (not part of test)
@@ -40,6 +42,7 @@ packages=(
   help2man lintian shellcheck prometheus python3-prometheus-client
   golang-go golang-github-mattn-go-sqlite3-dev
   nats-server mosquitto libnats-dev libmosquitto-dev
+  rabbitmq-server librabbitmq-dev python3-pika
   zlib1g-dev tmux
 )
 # Debian's node-sqlite3 needs Debian's nodejs; see install_node.
@@ -73,7 +76,27 @@ install_packages() {
   export DEBIAN_FRONTEND=noninteractive
   "${sudo[@]}" apt-get update -qq
   "${sudo[@]}" apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+  local p
+  for p in "${missing[@]}"; do
+    [ "$p" = rabbitmq-server ] && quiet_rabbitmq "${sudo[@]}"
+  done
   stage_done
+}
+
+# rabbitmq-server's package enables and starts a broker (and erlang-base an
+# epmd socket) where systemd runs. The tests start brokers of their own on
+# ports picked at run time, so a system broker only costs memory and port
+# 5672: it is disabled and stopped right after this script installed it (not
+# with a policy-rc.d during the install, which would also hold back the
+# restarts of every other package installed in the same run). A broker that
+# was there before this script ran is left alone.
+quiet_rabbitmq() {
+  [ -d /run/systemd/system ] || return 0
+  local unit units=()
+  for unit in rabbitmq-server.service epmd.service epmd.socket; do
+    systemctl cat "$unit" >/dev/null 2>&1 && units+=("$unit")
+  done
+  [ ${#units[@]} -eq 0 ] || "$@" systemctl disable --now --quiet "${units[@]}"
 }
 
 install_deps() { install_packages "${packages[@]}"; }
@@ -206,9 +229,9 @@ cmd_test() {
   CC=clang-14 CXX=clang++-14 configure_and_build build-asan \
     -DCMAKE_BUILD_TYPE=Debug -DOUTBOX_SANITIZE=address,undefined
   stage_done
-  stage "tests (ASan + UBSan): every label but slow"
+  stage "tests (ASan + UBSan): every label but slow and broker"
   ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1 \
-    run_tests build-asan -LE slow "${skip[@]}"
+    run_tests build-asan -LE 'slow|broker' "${skip[@]}"
 
   stage_done
 
@@ -260,7 +283,7 @@ cmd_bench() {
   CC=gcc CXX=g++ cmake -S "$root" -B "$root/build-bench" -G Ninja -DCMAKE_BUILD_TYPE=Release \
     -DCMAKE_COMPILE_WARNING_AS_ERROR=OFF "${launcher[@]}" >/dev/null
   cmake --build "$root/build-bench" -j "$jobs" --target outbox_bench naive_relay bytes_bench outboxd \
-    outboxctl sink_bench compression_bench
+    outboxctl sink_bench amqp_bench compression_bench
   stage_done
   stage "benchmarks"
   "$root/packaging/bench.sh" "$root/build-bench"
