@@ -20,7 +20,7 @@ RabbitServer& Broker() { return *broker; }
 int main(int argc, char** argv) {
   ::testing::InitGoogleTest(&argc, argv);
   using outbox::transport::testing::RabbitServer;
-  outbox::transport::testing::broker = std::make_unique<RabbitServer>();
+  outbox::transport::testing::broker = std::make_unique<RabbitServer>(/*with_tls=*/true);
   std::printf("rabbitmq-server started in %lld ms\n",
               static_cast<long long>(outbox::transport::testing::broker->start_time().count()));
   const int status = RUN_ALL_TESTS();

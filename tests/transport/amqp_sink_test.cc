@@ -226,6 +226,27 @@ TEST(AmqpSink, DiskAlarmBlocksWithAnEndpointFailureAndDeliveryResumes) {
   EXPECT_GE(client.Count("alarm"), 2u);
 }
 
+// amqps:// with the CA and a client certificate (the broker requires one).
+TEST(AmqpSink, TlsWithAClientCertificateIsConfirmedAndWithoutOneRefused) {
+  testing::AmqpClient client(testing::Broker().port());
+  client.DeclareQueue("tls");
+  const testing::TestPki& pki = testing::Broker().pki();
+  EndpointOptions options = ToQueue("tls");
+  options.url = "amqps://localhost:" + std::to_string(testing::Broker().tls_port()) + "/";
+  options.tls.ca_file = pki.ca().cert_file;
+  options.tls.client_cert_file = pki.client().cert_file;
+  options.tls.client_key_file = pki.client().key_file;
+  const Result result = MakeSink(options)->Push(MakeRow("tls").AsMessage());
+  EXPECT_EQ(result.outcome, Outcome::kDelivered) << result.error;
+  EXPECT_EQ(client.Count("tls"), 1u);
+
+  options.tls.client_cert_file.clear();
+  options.tls.client_key_file.clear();
+  const Result refused = MakeSink(options)->Push(MakeRow("tls").AsMessage());
+  EXPECT_EQ(refused.outcome, Outcome::kEndpointFailure);
+  EXPECT_EQ(client.Count("tls"), 1u);
+}
+
 TEST(AmqpSink, AbortAllEndsAWaitAtOnce) {
   testing::AmqpClient client(testing::Broker().port());
   client.DeclareQueue("abort");

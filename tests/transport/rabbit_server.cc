@@ -51,13 +51,15 @@ bool PollUntil(Ready ready, std::chrono::milliseconds limit) {
 
 }  // namespace
 
-RabbitServer::RabbitServer()
-    : node_("outbox" + std::to_string(getpid()) + "@localhost") {
+RabbitServer::RabbitServer(bool with_tls)
+    : pki_(with_tls ? std::make_unique<TestPki>() : nullptr),
+      node_("outbox" + std::to_string(getpid()) + "@localhost") {
   const fs::path dir = directory_.path();
   // No plugins: the management plugin alone doubles the start time.
   directory_.Write("enabled_plugins", "[].\n");
   for (int attempt = 0; attempt < 3; ++attempt) {
     port_ = FreeLoopbackPort();
+    if (pki_) tls_port_ = FreeLoopbackPort();
     dist_port_ = FreeLoopbackPort();
     epmd_port_ = FreeLoopbackPort();
     epmd_ = std::make_unique<ChildProcess>(
@@ -114,12 +116,19 @@ std::vector<std::string> RabbitServer::Environment() const {
 }
 
 bool RabbitServer::TryStart() {
-  directory_.Write("rabbitmq.conf",
-                   "listeners.tcp.default = 127.0.0.1:" + std::to_string(port_) +
+  std::string config = "listeners.tcp.default = 127.0.0.1:" + std::to_string(port_) +
                        "\n"
                        // The tests set their own disk alarm with rabbitmqctl.
                        "disk_free_limit.absolute = 1MB\n"
-                       "vm_memory_high_watermark.relative = 0.9\n");
+                       "vm_memory_high_watermark.relative = 0.9\n";
+  if (pki_) {
+    config += "listeners.ssl.default = 127.0.0.1:" + std::to_string(tls_port_) +
+              "\nssl_options.cacertfile = " + pki_->ca().cert_file +
+              "\nssl_options.certfile = " + pki_->server().cert_file +
+              "\nssl_options.keyfile = " + pki_->server().key_file +
+              "\nssl_options.verify = verify_peer\nssl_options.fail_if_no_peer_cert = true\n";
+  }
+  directory_.Write("rabbitmq.conf", config);
   // The log grows over restarts: only what this start writes counts.
   const std::size_t seen = Log().size();
   const auto start = Clock::now();
@@ -128,6 +137,7 @@ bool RabbitServer::TryStart() {
   const bool ready = PollUntil(
       [&] {
         return !broker_->Running() || (AcceptsConnections(port_) &&
+                                       (tls_port_ == 0 || AcceptsConnections(tls_port_)) &&
                                        Log().find("Server startup complete", seen) != std::string::npos);
       },
       kStartLimit);

@@ -15,12 +15,15 @@
 #include <vector>
 
 #include "broker_servers.h"
+#include "test_pki.h"
 
 namespace outbox::transport::testing {
 
 class RabbitServer {
  public:
-  RabbitServer();
+  // `with_tls` adds a TLS listener (tls_port()) with a server certificate
+  // of pki() that requires a client certificate issued by pki()'s CA.
+  explicit RabbitServer(bool with_tls = false);
   ~RabbitServer();
   RabbitServer(const RabbitServer&) = delete;
   RabbitServer& operator=(const RabbitServer&) = delete;
@@ -31,6 +34,8 @@ class RabbitServer {
   void Start();
 
   int port() const { return port_; }
+  int tls_port() const { return tls_port_; }
+  const TestPki& pki() const { return *pki_; }
   // "amqp://127.0.0.1:<port>/" (the default virtual host).
   std::string Url() const;
   // rabbitmqctl against this node (e.g. {"set_disk_free_limit", "1MB"}); its
@@ -45,8 +50,10 @@ class RabbitServer {
   std::vector<std::string> Environment() const;
 
   TempDir directory_;
+  std::unique_ptr<TestPki> pki_;  // with TLS; outlives the broker reading it
   std::string node_;
   int port_ = 0;
+  int tls_port_ = 0;
   int dist_port_ = 0;
   int epmd_port_ = 0;
   std::chrono::milliseconds start_time_{0};
