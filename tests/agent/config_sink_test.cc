@@ -152,7 +152,8 @@ TEST(ParseConfigSinks, BrokerIdentitiesMayBeSecretReferences) {
   EXPECT_EQ(mqtt.options.topics.at("a").endpoint.mqtt.username, "svc-orders");
   const Config amqp = ParseConfig(Topic(
       "amqp://h/",
-      R"("amqp": {"queue": "q", "user": "env:OUTBOX_TEST_BROKER_USER", "password": "env:OUTBOX_TEST_BROKER_USER"})"));
+      R"("amqp": {"queue": "q", "user": "env:OUTBOX_TEST_BROKER_USER",)"
+      R"( "password": "env:OUTBOX_TEST_BROKER_USER"})"));
   EXPECT_EQ(amqp.options.topics.at("a").endpoint.amqp.user, "svc-orders");
   const Config inline_user = ParseConfig(Topic(
       "nats://h:4222/orders", R"("nats": {"user": "svc", "password": "env:OUTBOX_TEST_BROKER_USER"})"));

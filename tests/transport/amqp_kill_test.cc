@@ -133,7 +133,7 @@ TEST_F(OutboxdIntoRabbit, TenKillsDuringDeliveryLoseNothingAndDedupAppliesEachOn
   EXPECT_EQ(applied, committed_);
   EXPECT_GE(arrivals, committed_.size());
   for (const std::string& id : rolled_back_) EXPECT_EQ(applied.count(id), 0u) << id;
-  std::printf("amqp kill test: %zu committed, %zu arrivals (%zu duplicates dropped by message_id)\n",
+  std::printf("amqp kill test: %zu committed, %zu arrivals (%zu duplicates dropped by id)\n",
               committed_.size(), arrivals, arrivals - committed_.size());
 }
 

@@ -136,9 +136,9 @@ bool RabbitServer::TryStart() {
                                            directory_.path() / "rabbitmq.log", Environment());
   const bool ready = PollUntil(
       [&] {
-        return !broker_->Running() || (AcceptsConnections(port_) &&
-                                       (tls_port_ == 0 || AcceptsConnections(tls_port_)) &&
-                                       Log().find("Server startup complete", seen) != std::string::npos);
+        if (!broker_->Running()) return true;
+        return AcceptsConnections(port_) && (tls_port_ == 0 || AcceptsConnections(tls_port_)) &&
+               Log().find("Server startup complete", seen) != std::string::npos;
       },
       kStartLimit);
   start_time_ = std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - start);

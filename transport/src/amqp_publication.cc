@@ -76,7 +76,8 @@ PublicationFrame::PublicationFrame(const Publication& publication) {
   properties.content_type = Bytes(publication.content_type);
   properties.delivery_mode = AMQP_DELIVERY_PERSISTENT;
   properties.message_id = Bytes(publication.message_id);
-  properties.timestamp = static_cast<std::uint64_t>(std::max<std::int64_t>(0, publication.timestamp_s));
+  properties.timestamp =
+      static_cast<std::uint64_t>(std::max<std::int64_t>(0, publication.timestamp_s));
   properties.type = Bytes(publication.type);
   properties.app_id = amqp_cstring_bytes("edge-outbox");
   if (publication.headers.empty()) return;
