@@ -236,6 +236,8 @@ foreach(_lib IN LISTS OUTBOX_INSTALL_LIBRARIES)
         list(APPEND _outbox_deb_dev_depends libnats-dev)
       elseif(_item STREQUAL "mosquitto")
         list(APPEND _outbox_deb_dev_depends libmosquitto-dev)
+      elseif(_item STREQUAL "rabbitmq")
+        list(APPEND _outbox_deb_dev_depends librabbitmq-dev)
       elseif(_item STREQUAL "cpp-httplib")
         # outbox::testing's receiver (testing/CMakeLists.txt).
         list(APPEND _outbox_deb_dev_depends libcpp-httplib-dev)

@@ -52,10 +52,12 @@ else
 fi
 
 # Figures 9 and 10, the sinks: broker publishes beside raw client loops (sink_bench starts its
-# own nats-server and mosquitto) and gzip's bytes on the wire.
+# own nats-server and mosquitto, amqp_bench its own rabbitmq-server) and gzip's bytes on the
+# wire.
 sink_bench=$build/tests/transport/sink_bench
+amqp_bench=$build/tests/transport/amqp_bench
 compression_bench=$build/tests/transport/compression_bench
-for binary in "$sink_bench" "$compression_bench"; do
+for binary in "$sink_bench" "$amqp_bench" "$compression_bench"; do
   name=$(basename "$binary")
   printf '=== %s\n' "$name" >&2
   if [ ! -x "$binary" ]; then
@@ -63,7 +65,7 @@ for binary in "$sink_bench" "$compression_bench"; do
     continue
   fi
   figure_start=$(date +%s)
-  if [ "$name" = sink_bench ]; then
+  if [ "$name" = sink_bench ] || [ "$name" = amqp_bench ]; then
     bench_args=("$reps" "$(awk -v s="$scale" 'BEGIN { printf "%d", 3000 * s }')")
   else
     bench_args=(50)

@@ -93,7 +93,7 @@ for d in "$deb" "$dev"; do
   [ "$(field "$d" Version)" = "$version" ] || fail "Version $(field "$d" Version) is not $version"
 done
 depends=$(field "$deb" Depends)
-for d in adduser libc6 libstdc++6 libsqlite3-0 libcurl4; do
+for d in adduser libc6 libstdc++6 libsqlite3-0 libcurl4 librabbitmq4; do
   has_dep "$depends" "$d" || fail "edge-outbox's Depends lacks $d (dpkg-shlibdeps?): $depends"
 done
 ok "edge-outbox: Depends: $depends"
@@ -114,6 +114,11 @@ while IFS= read -r pkg; do
   esac
   has_dep "$dev_depends" "$d" || fail "edge-outbox-dev's Depends lacks $d (find_dependency($pkg))"
 done < <(sed -n 's/^find_dependency(\([A-Za-z0-9_]*\))$/\1/p' "$build/packaging/outboxConfig.cmake")
+# The broker sinks' C clients, linked by name (-lnats, -lmosquitto,
+# -lrabbitmq in outbox.pc): a static consumer needs their -dev packages.
+for d in libnats-dev libmosquitto-dev librabbitmq-dev; do
+  has_dep "$dev_depends" "$d" || fail "edge-outbox-dev's Depends lacks $d (a broker sink's client)"
+done
 [ "$(field "$dev" Recommends)" = "edge-outbox (= $version)" ] ||
   fail "edge-outbox-dev's Recommends: $(field "$dev" Recommends)"
 ok "edge-outbox-dev: Depends: $dev_depends; Recommends: edge-outbox (= $version)"

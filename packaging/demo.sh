@@ -21,6 +21,10 @@
 # nats-server (started here, JetStream on, a port it picks) instead of the
 # example receiver, and checks the stream: each committed order landed once
 # (by Nats-Msg-Id), none rolled back; no receiver outage in that mode.
+# "rabbitmq" delivers into a durable queue of a local rabbitmq-server (started
+# here as this user, with its own node, ports, data directory and epmd, all
+# stopped at the end) read by a consumer (demo_rabbitmq.py, python3-pika)
+# that applies each message once by its message_id.
 # Exit status 0 when every committed order was applied exactly once.
 # Stops everything it started on exit, also on Ctrl-C.
 set -euo pipefail
@@ -35,7 +39,12 @@ case "$sink" in
   http) ;;
   nats) command -v nats-server >/dev/null ||
           { echo "demo: DEMO_SINK=nats needs nats-server (apt-get install nats-server)" >&2; exit 1; } ;;
-  *) echo "demo: DEMO_SINK must be http or nats, not $sink" >&2; exit 2 ;;
+  rabbitmq)
+    [ -x /usr/lib/rabbitmq/bin/rabbitmq-server ] ||
+      { echo "demo: DEMO_SINK=rabbitmq needs rabbitmq-server (apt-get install rabbitmq-server)" >&2; exit 1; }
+    /usr/bin/python3 -c 'import pika' 2>/dev/null ||
+      { echo "demo: DEMO_SINK=rabbitmq needs python3-pika (apt-get install python3-pika)" >&2; exit 1; } ;;
+  *) echo "demo: DEMO_SINK must be http, nats or rabbitmq, not $sink" >&2; exit 2 ;;
 esac
 
 for program in "$ctl" "$outboxd" "$receiver"; do
@@ -119,6 +128,56 @@ start_nats() {
     fail "could not create the stream"
 }
 
+# A free 127.0.0.1 port (rabbitmq-server cannot pick its own).
+free_port() {
+  python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
+}
+
+# Debian's /usr/sbin/rabbitmq-server switches to the rabbitmq user; the
+# script under it runs as anyone, given its own node, ports and directories.
+# Its own epmd too, started first, so that none outlives the demo.
+start_rabbitmq() {
+  echo "== the receiving end: a durable RabbitMQ queue orders and a consumer that applies each message once"
+  port=$(free_port)
+  local epmd_port dist_port
+  epmd_port=$(free_port)
+  dist_port=$(free_port)
+  mkdir -p "$work/rabbitmq"
+  echo '[].' >"$work/rabbitmq/enabled_plugins"
+  printf 'listeners.tcp.default = 127.0.0.1:%s
+disk_free_limit.absolute = 1MB
+' "$port" \
+    >"$work/rabbitmq/rabbitmq.conf"
+  export HOME="$work/rabbitmq" ERL_EPMD_PORT=$epmd_port RABBITMQ_NODENAME="outbox-demo$$@localhost" \
+    RABBITMQ_NODE_IP_ADDRESS=127.0.0.1 RABBITMQ_NODE_PORT=$port RABBITMQ_DIST_PORT=$dist_port \
+    RABBITMQ_MNESIA_BASE="$work/rabbitmq/mnesia" RABBITMQ_LOG_BASE="$work/rabbitmq/log" RABBITMQ_LOGS=- \
+    RABBITMQ_CONFIG_FILE="$work/rabbitmq/rabbitmq.conf" \
+    RABBITMQ_CONF_ENV_FILE="$work/rabbitmq/rabbitmq-env.conf" \
+    RABBITMQ_ENABLED_PLUGINS_FILE="$work/rabbitmq/enabled_plugins" \
+    RABBITMQ_PID_FILE="$work/rabbitmq/rabbitmq.pid" RUNNING_UNDER_SYSTEMD=true
+  say epmd -port "$epmd_port" '&&' rabbitmq-server
+  setsid epmd -port "$epmd_port" -address 127.0.0.1 >"$work/epmd.log" 2>&1 &
+  pids+=($!)
+  setsid /usr/lib/rabbitmq/bin/rabbitmq-server >"$work/rabbitmq.log" 2>&1 &
+  pids+=($!)
+  for _ in $(seq 600); do
+    grep -q 'Server startup complete' "$work/rabbitmq.log" 2>/dev/null && break
+    kill -0 "${pids[1]}" 2>/dev/null || fail "rabbitmq-server did not start"
+    sleep 0.1
+  done
+  grep -q 'Server startup complete' "$work/rabbitmq.log" || fail "rabbitmq-server did not start within 60 s"
+  echo "listening on 127.0.0.1:$port"
+  # Debian's python3-pika is there for Debian's python3, whatever else PATH
+  # finds first.
+  say python3 demo_rabbitmq.py declare "amqp://127.0.0.1:$port/" orders
+  /usr/bin/python3 "$here/demo_rabbitmq.py" declare "amqp://127.0.0.1:$port/" orders ||
+    fail "could not declare the queue"
+  say python3 demo_rabbitmq.py consume "amqp://127.0.0.1:$port/" orders consumer.db
+  setsid /usr/bin/python3 "$here/demo_rabbitmq.py" consume "amqp://127.0.0.1:$port/" orders \
+    "$work/consumer.db" 2>"$work/consumer.log" &
+  pids+=($!)
+}
+
 start_receiver() {
   echo "== the receiver: applies each message once (store::Inbox), fails on purpose now and then"
   fail_ratio=${DEMO_FAIL_RATIO:-0.05}
@@ -141,11 +200,11 @@ start_receiver() {
   echo "listening on 127.0.0.1:$port"
 }
 
-if [ "$sink" = nats ]; then
-  start_nats
-else
-  start_receiver
-fi
+case "$sink" in
+  nats) start_nats ;;
+  rabbitmq) start_rabbitmq ;;
+  *) start_receiver ;;
+esac
 
 echo
 echo "== the shop's database and outboxd beside it"
@@ -156,6 +215,10 @@ if [ "$sink" = nats ]; then
   # JetStream drops a resend by its Nats-Msg-Id (the message id): no
   # signature, no inbox needed for exactly-once within the duplicate window.
   route="\"url\": \"nats://127.0.0.1:$port/orders\""
+elif [ "$sink" = rabbitmq ]; then
+  # Confirmed by the broker is delivered; the consumer deduplicates by
+  # message_id, which RabbitMQ itself does not.
+  route="\"url\": \"amqp://127.0.0.1:$port/\", \"amqp\": { \"queue\": \"orders\" }"
 else
   route="\"url\": \"http://127.0.0.1:$port/orders\", \"signing_secret\": \"env:DEMO_WEBHOOK_SECRET\""
 fi
@@ -188,6 +251,8 @@ say python3 demo_producer.py --db shop.db ...
 # its trap at once instead of after the producer.
 if [ "$sink" = nats ]; then
   receiving=(--nats-url "nats://127.0.0.1:$port" --stream ORDERS)
+elif [ "$sink" = rabbitmq ]; then
+  receiving=(--consumer-db "$work/consumer.db")
 else
   receiving=(--receiver-db "$work/receiver.db" --receiver-url "http://127.0.0.1:$port"
              --outage-file "$work/outage")
@@ -196,10 +261,12 @@ no_proxy="127.0.0.1,localhost${no_proxy:+,$no_proxy}" setsid python3 "$here/demo
   --db "$work/shop.db" "${receiving[@]}" \
   --orders "${DEMO_ORDERS:-300}" --rate "${DEMO_RATE:-40}" \
   --outage-s "${DEMO_OUTAGE_S:-1.5}" &
-pids+=($!)
+producer=$!
+pids+=("$producer")
 status=0
-wait "${pids[2]}" || status=$?
-kill -0 "${pids[1]}" 2>/dev/null || fail "outboxd is not running"
+wait "$producer" || status=$?
+outboxd_pid=${pids[${#pids[@]}-2]}
+kill -0 "$outboxd_pid" 2>/dev/null || fail "outboxd is not running"
 
 echo
 say outboxctl --db shop.db stats

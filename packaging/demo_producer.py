@@ -7,7 +7,10 @@ its outbox row commit together, or (a declined payment) roll back together.
 outboxd, beside it, notices the commit and pushes the message to the receiver;
 the shop never talks HTTP. Half-way through, the receiver goes down for a
 moment (the outage file exists). With --nats-url the receiving end is a NATS
-JetStream stream instead (demo.sh's DEMO_SINK=nats), read back at the end.
+JetStream stream instead (demo.sh's DEMO_SINK=nats), read back at the end;
+with --consumer-db it is a RabbitMQ queue whose consumer (demo_rabbitmq.py)
+applies each message once by message_id into that SQLite file
+(DEMO_SINK=rabbitmq).
 
 Then it waits until everything committed has been applied by the receiver and
 prints a summary. Exit status 0 when every committed order was delivered and
@@ -45,12 +48,13 @@ def now_ms():
 class Monitor:
     """Reads the progress: the outbox's states and the receiver's counters."""
 
-    def __init__(self, db, receiver_url, jetstream=None, stream=None):
+    def __init__(self, db, receiver_url, jetstream=None, stream=None, consumer_db=None):
         # Read-only, so the monitor never takes a write lock from the shop or outboxd.
         self.db = sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=5, isolation_level=None)
         self.stats_url = (receiver_url or "").rstrip("/") + "/stats"
         self.jetstream = jetstream
         self.stream = stream
+        self.consumer_db = consumer_db
         self.last_stats = {}
 
     def outbox_counts(self):
@@ -63,6 +67,16 @@ class Monitor:
     def receiver_stats(self):
         if self.jetstream is not None:
             self.last_stats = {"applied": self.jetstream.count(self.stream)}
+            return self.last_stats
+        if self.consumer_db is not None:
+            try:
+                consumer = sqlite3.connect(f"file:{self.consumer_db}?mode=ro", uri=True, timeout=5)
+                applied = consumer.execute("SELECT count(*) FROM orders_received").fetchone()[0]
+                duplicates = consumer.execute("SELECT count(*) FROM duplicates").fetchone()[0]
+                consumer.close()
+                self.last_stats = {"applied": applied, "duplicates": duplicates}
+            except sqlite3.Error:
+                pass  # the consumer has not created its tables yet
             return self.last_stats
         try:
             with urllib.request.urlopen(self.stats_url, timeout=2) as response:
@@ -97,6 +111,8 @@ def main():
     parser.add_argument("--outage-file", help="exists while the receiver is down")
     parser.add_argument("--nats-url", help="nats://HOST:PORT: the receiving end is JetStream")
     parser.add_argument("--stream", default="ORDERS", help="the JetStream stream (with --nats-url)")
+    parser.add_argument("--consumer-db",
+                        help="the RabbitMQ consumer's SQLite file: the receiving end is a queue")
     parser.add_argument("--orders", type=int, default=300, help="orders to attempt")
     parser.add_argument("--rate", type=float, default=40, help="orders per second")
     parser.add_argument("--rollback-ratio", type=float, default=0.1,
@@ -109,10 +125,12 @@ def main():
     args = parser.parse_args()
     if args.orders < 1 or args.rate <= 0 or not 0 <= args.rollback_ratio < 1:
         parser.error("--orders, --rate and --rollback-ratio must be positive (ratio below 1)")
-    if args.nats_url is None and None in (args.receiver_db, args.receiver_url, args.outage_file):
-        parser.error("give --receiver-db, --receiver-url and --outage-file, or --nats-url")
-    if args.nats_url is not None:
-        args.outage_s = 0  # the stream has no outage switch
+    brokered = args.nats_url is not None or args.consumer_db is not None
+    if not brokered and None in (args.receiver_db, args.receiver_url, args.outage_file):
+        parser.error("give --receiver-db, --receiver-url and --outage-file, --nats-url or "
+                     "--consumer-db")
+    if brokered:
+        args.outage_s = 0  # a broker has no outage switch here
     rng = random.Random(args.seed)
 
     # isolation_level=None: the transactions below are exactly the SQL written.
@@ -122,7 +140,7 @@ def main():
     if args.nats_url is not None:
         from demo_jetstream import JetStream  # beside this file
         jetstream = JetStream(args.nats_url)
-    monitor = Monitor(args.db, args.receiver_url, jetstream, args.stream)
+    monitor = Monitor(args.db, args.receiver_url, jetstream, args.stream, args.consumer_db)
 
     committed = {}  # msg_key -> ms when COMMIT returned
     rolled_back = set()
@@ -199,8 +217,10 @@ def main():
         applied_rows = [(body, stored_at) for _, body, stored_at in landed]
         applied_ids = (len(landed), len({msg_id for msg_id, _, _ in landed}))
     else:
-        # The receiver's own table says what was applied, and when.
-        receiver = sqlite3.connect(f"file:{args.receiver_db}?mode=ro", uri=True, timeout=5)
+        # The receiver's (or the queue consumer's) own table says what was
+        # applied, and when.
+        applied_db = args.consumer_db or args.receiver_db
+        receiver = sqlite3.connect(f"file:{applied_db}?mode=ro", uri=True, timeout=5)
         applied_rows = receiver.execute("SELECT body, applied_at FROM orders_received").fetchall()
         applied_ids = receiver.execute(
             "SELECT count(*), count(DISTINCT message_id) FROM orders_received").fetchone()

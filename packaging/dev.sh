@@ -12,7 +12,9 @@
 #                            the two Debian packages from a build without
 #                            tests, checked with lintian and the installed
 #                            CMake/pkg-config files (packaging/check-package.sh),
-#                            clang ASan+UBSan (all but the `slow` crash test),
+#                            clang ASan+UBSan (all but the `slow` crash test
+#                            and the `broker` tests, which run in the g++
+#                            stage only),
 #                            clang TSan (`unit`), and every libFuzzer target
 #                            for FUZZ_SECONDS (default 20) each
 #   packaging/dev.sh bench   build and run the benchmarks (not part of test)
@@ -42,6 +44,7 @@ packages=(
   help2man lintian shellcheck prometheus python3-prometheus-client
   golang-go golang-github-mattn-go-sqlite3-dev
   nats-server mosquitto libnats-dev libmosquitto-dev
+  rabbitmq-server librabbitmq-dev python3-pika
   zlib1g-dev tmux
 )
 # The system services that packages installed here ship (or pull in).
@@ -252,9 +255,9 @@ cmd_test() {
   CC=clang-14 CXX=clang++-14 configure_and_build build-asan \
     -DCMAKE_BUILD_TYPE=Debug -DOUTBOX_SANITIZE=address,undefined
   stage_done
-  stage "tests (ASan + UBSan): every label but slow"
+  stage "tests (ASan + UBSan): every label but slow and broker"
   ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1 \
-    run_tests build-asan -LE slow "${skip[@]}"
+    run_tests build-asan -LE 'slow|broker' "${skip[@]}"
 
   stage_done
 
@@ -320,7 +323,7 @@ cmd_bench() {
   CC=gcc CXX=g++ cmake -S "$root" -B "$root/build-bench" -G Ninja -DCMAKE_BUILD_TYPE=Release \
     -DCMAKE_COMPILE_WARNING_AS_ERROR=OFF "${launcher[@]}" >/dev/null
   cmake --build "$root/build-bench" -j "$jobs" --target outbox_bench naive_relay bytes_bench outboxd \
-    outboxctl sink_bench compression_bench
+    outboxctl sink_bench amqp_bench compression_bench
   stage_done
   stage "benchmarks"
   "$root/packaging/bench.sh" "$root/build-bench"

@@ -411,6 +411,16 @@ void ReadMqtt(Section& section, transport::MqttOptions& mqtt) {
   section.WarnUnknown();
 }
 
+void ReadAmqp(Section& section, transport::AmqpOptions& amqp) {
+  ReadIdentity(section, "user", amqp.user);
+  ReadSecret(section, "password", amqp.password);
+  section.Read("exchange", amqp.exchange);
+  section.Read("routing_key", amqp.routing_key);
+  section.Read("queue", amqp.queue);
+  section.ReadInt("heartbeat_s", amqp.heartbeat_s, IntRange{0, 65535});
+  section.WarnUnknown();
+}
+
 // Header values may be secret references, resolved here. Returns the header
 // names in order, for naming transport::Validate's errors.
 std::vector<std::string> ReadHeaders(Section& section, transport::Headers& headers) {
@@ -563,6 +573,7 @@ ReadTopicResult ReadTopic(Section& topic, std::vector<std::string>& adjustments)
   if (auto tls = topic.Object("tls")) ReadTls(*tls, endpoint.tls);
   if (auto nats = topic.Object("nats")) ReadNats(*nats, endpoint.nats);
   if (auto mqtt = topic.Object("mqtt")) ReadMqtt(*mqtt, endpoint.mqtt);
+  if (auto amqp = topic.Object("amqp")) ReadAmqp(*amqp, endpoint.amqp);
   if (auto retry = topic.Object("retry")) ReadRetry(*retry, result.retry, adjustments);
   if (auto breaker = topic.Object("breaker")) ReadBreaker(*breaker, result.breaker, adjustments);
   topic.Read("ttl_ms", result.ttl_ms, kNonNegative);

@@ -132,6 +132,16 @@ void WriteEndpoint(Writer& w, const transport::EndpointOptions& e) {
     Int(w, "protocol_version", e.mqtt.protocol_version);
     Int(w, "keepalive_s", e.mqtt.keepalive_s);
     w.EndObject();
+  } else if (kind == transport::SinkKind::kAmqp) {
+    Key(w, "amqp");
+    w.StartObject();
+    String(w, "user", e.amqp.user);
+    Secret(w, "password", e.amqp.password);
+    String(w, "exchange", e.amqp.exchange);
+    if (!e.amqp.exchange.empty()) String(w, "routing_key", e.amqp.routing_key);
+    String(w, "queue", e.amqp.queue);
+    Int(w, "heartbeat_s", e.amqp.heartbeat_s);
+    w.EndObject();
   }
 }
 

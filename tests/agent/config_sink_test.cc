@@ -1,6 +1,7 @@
 // ParseConfig: the sink options of a topic (compression, rate limits,
 // priority), and their errors, each one line naming the key.
 #include <gtest/gtest.h>
+#include <stdlib.h>
 
 #include <cstdlib>
 #include <stdexcept>
@@ -85,13 +86,55 @@ TEST(ParseConfigSinks, EachSinksUrlAndOptionsAreCheckedByKey) {
        R"(topics."a".mqtt.keepalive_s: expected an integer from 5 to 65535, got 1)"},
       {Topic("mqtts://h/orders", R"("headers": {"Authorization": "env:HOME"})"),
        R"(topics."a".headers."Authorization": Authorization is HTTP's; a broker's credentials )"
-       R"(go under nats or mqtt)"},
+       R"(go under nats, mqtt or amqp)"},
+      {Topic("amqp://h/", R"("workers": 1)"),
+       R"(topics."a".amqp: give amqp.exchange (with amqp.routing_key) or amqp.queue)"},
+      {Topic("amqp://h/", R"("amqp": {"exchange": "e", "queue": "q"})"),
+       R"(topics."a".amqp.queue: is for the default exchange)"},
+      {Topic("amqp://h/", R"("amqp": {"queue": "q", "routing_key": "{key}"})"),
+       R"(topics."a".amqp.routing_key: only with amqp.exchange)"},
+      {Topic("amqp://h/", R"("amqp": {"exchange": "e", "routing_key": "{name}"})"),
+       R"(topics."a".amqp.routing_key: unknown placeholder {name})"},
+      {Topic("amqp://h/a/b", R"("amqp": {"queue": "q"})"),
+       R"(topics."a".url: virtual host holds a '/': write it as %2F)"},
+      {Topic("amqp://h/%zz", R"("amqp": {"queue": "q"})"),
+       R"(topics."a".url: virtual host has a % not followed by two hex digits)"},
+      {Topic("amqp://u:p@h/", R"("amqp": {"queue": "q"})"),
+       R"(topics."a".url: must not carry credentials)"},
+      {Topic("amqp://h/", R"("amqp": {"queue": "q"}, "tls": {"ca_file": "/etc/hostname"})"),
+       R"(topics."a".tls: needs an amqps:// URL)"},
+      {Topic("amqp://h/", R"("amqp": {"queue": "q", "password": "env:HOME"})"),
+       R"(topics."a".amqp.password: needs amqp.user)"},
+      {Topic("amqp://h/", R"("amqp": {"queue": "q", "heartbeat_s": -1})"),
+       R"(topics."a".amqp.heartbeat_s: expected an integer from 0 to 65535, got -1)"},
+      {Topic("mqtt://h/t", R"("amqp": {"queue": "q"})"),
+       R"(topics."a".amqp: only for amqp:// and amqps:// URLs)"},
   };
   for (const auto& [json, error] : cases) {
     const std::string got = ErrorOf(json);
     EXPECT_TRUE(got.starts_with(error)) << json << "\n  got: " << got;
     EXPECT_EQ(got.find('\n'), std::string::npos) << got;
   }
+}
+
+TEST(ParseConfigSinks, AmqpReadsTheTargetAndResolvesThePassword) {
+  ::setenv("OUTBOX_TEST_AMQP_PASSWORD", "rabb1t-pw", 1);
+  const Config config = ParseConfig(Topic(
+      "amqps://broker:5671/prod",
+      R"("amqp": {"user": "outbox", "password": "env:OUTBOX_TEST_AMQP_PASSWORD",)"
+      R"( "exchange": "orders", "routing_key": "{topic}.{key}", "heartbeat_s": 10})"));
+  ::unsetenv("OUTBOX_TEST_AMQP_PASSWORD");
+  EXPECT_TRUE(config.warnings.empty());
+  const transport::AmqpOptions& amqp = config.options.topics.at("a").endpoint.amqp;
+  EXPECT_EQ(amqp.user, "outbox");
+  EXPECT_EQ(amqp.password, "rabb1t-pw");
+  EXPECT_EQ(amqp.exchange, "orders");
+  EXPECT_EQ(amqp.routing_key, "{topic}.{key}");
+  EXPECT_EQ(amqp.heartbeat_s, 10);
+  const std::string json = EffectiveConfigJson(config);
+  EXPECT_EQ(json.find("rabb1t-pw"), std::string::npos) << json;
+  EXPECT_NE(json.find(R"("password": "<redacted>")"), std::string::npos) << json;
+  EXPECT_NE(json.find(R"("routing_key": "{topic}.{key}")"), std::string::npos) << json;
 }
 
 // Broker identities may come from the environment or a file like the
@@ -107,6 +150,11 @@ TEST(ParseConfigSinks, BrokerIdentitiesMayBeSecretReferences) {
       "mqtt://h/orders",
       R"("mqtt": {"username": "env:OUTBOX_TEST_BROKER_USER", "password": "env:OUTBOX_TEST_BROKER_USER"})"));
   EXPECT_EQ(mqtt.options.topics.at("a").endpoint.mqtt.username, "svc-orders");
+  const Config amqp = ParseConfig(Topic(
+      "amqp://h/",
+      R"("amqp": {"queue": "q", "user": "env:OUTBOX_TEST_BROKER_USER",)"
+      R"( "password": "env:OUTBOX_TEST_BROKER_USER"})"));
+  EXPECT_EQ(amqp.options.topics.at("a").endpoint.amqp.user, "svc-orders");
   const Config inline_user = ParseConfig(Topic(
       "nats://h:4222/orders", R"("nats": {"user": "svc", "password": "env:OUTBOX_TEST_BROKER_USER"})"));
   EXPECT_EQ(inline_user.options.topics.at("a").endpoint.nats.user, "svc");

@@ -93,11 +93,17 @@ std::string TempDir::Write(const std::string& name, const std::string& text) con
   return file.string();
 }
 
-ChildProcess::ChildProcess(const std::vector<std::string>& argv, const fs::path& log_file) {
+ChildProcess::ChildProcess(const std::vector<std::string>& argv, const fs::path& log_file,
+                           const std::vector<std::string>& environment) {
   const std::string program = FindProgram(argv.at(0));
   std::vector<char*> args;
   for (const std::string& arg : argv) args.push_back(const_cast<char*>(arg.c_str()));
   args.push_back(nullptr);
+  // Built before fork: the child may only make async-signal-safe calls.
+  std::vector<char*> env;
+  for (const std::string& entry : environment) env.push_back(const_cast<char*>(entry.c_str()));
+  for (char** entry = environ; *entry != nullptr; ++entry) env.push_back(*entry);
+  env.push_back(nullptr);
   const int log = open(log_file.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
   if (log < 0) throw std::runtime_error("cannot open " + log_file.string());
   const pid_t parent = getpid();
@@ -108,7 +114,7 @@ ChildProcess::ChildProcess(const std::vector<std::string>& argv, const fs::path&
     if (getppid() != parent) _exit(127);
     dup2(log, STDOUT_FILENO);
     dup2(log, STDERR_FILENO);
-    execv(program.c_str(), args.data());
+    execve(program.c_str(), args.data(), env.data());
     _exit(127);
   }
   close(log);
@@ -127,10 +133,18 @@ bool ChildProcess::Running() {
   return true;
 }
 
-void ChildProcess::Stop() {
+int ChildProcess::Wait() {
+  if (pid_ <= 0) return -1;
+  int status = 0;
+  waitpid(pid_, &status, 0);
+  pid_ = -1;
+  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+void ChildProcess::Stop(std::chrono::milliseconds grace) {
   if (!Running()) return;
   kill(pid_, SIGTERM);
-  if (!PollUntil([&] { return !Running(); }, std::chrono::milliseconds(10'000))) {
+  if (!PollUntil([&] { return !Running(); }, grace)) {
     kill(pid_, SIGKILL);
     waitpid(pid_, nullptr, 0);
     pid_ = -1;

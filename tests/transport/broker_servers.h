@@ -30,10 +30,12 @@ class TempDir {
 };
 
 // A server program run as a child process, its output in a log file. The
-// child gets SIGKILL if the test process dies first.
+// child gets SIGKILL if the test process dies first. `environment` ("NAME=value")
+// is added to the test process's own.
 class ChildProcess {
  public:
-  ChildProcess(const std::vector<std::string>& argv, const std::filesystem::path& log_file);
+  ChildProcess(const std::vector<std::string>& argv, const std::filesystem::path& log_file,
+               const std::vector<std::string>& environment = {});
   ~ChildProcess();
   ChildProcess(const ChildProcess&) = delete;
   ChildProcess& operator=(const ChildProcess&) = delete;
@@ -41,8 +43,11 @@ class ChildProcess {
   pid_t pid() const { return pid_; }
   // False once the child has exited (and been reaped).
   bool Running();
-  // SIGTERM, then SIGKILL after 10 s; returns when the child is reaped.
-  void Stop();
+  // SIGTERM, then SIGKILL after `grace`; returns when the child is reaped.
+  void Stop(std::chrono::milliseconds grace = std::chrono::seconds(10));
+  // Waits for the child to exit by itself; its exit status (-1 when a
+  // signal ended it).
+  int Wait();
 
  private:
   pid_t pid_ = -1;

@@ -24,6 +24,12 @@ EndpointOptions WithUrl(const std::string& url) {
   return options;
 }
 
+EndpointOptions WithAmqpQueue(const std::string& url) {
+  EndpointOptions options = WithUrl(url);
+  options.amqp.queue = "orders";
+  return options;
+}
+
 TEST(SinkKind, SchemePicksTheKind) {
   EXPECT_EQ(SinkKindOf("http://h/p"), SinkKind::kHttp);
   EXPECT_EQ(SinkKindOf("https://h/p"), SinkKind::kHttp);
@@ -31,12 +37,15 @@ TEST(SinkKind, SchemePicksTheKind) {
   EXPECT_EQ(SinkKindOf("tls://h:4222/s"), SinkKind::kNats);
   EXPECT_EQ(SinkKindOf("mqtt://h/t"), SinkKind::kMqtt);
   EXPECT_EQ(SinkKindOf("mqtts://h/t"), SinkKind::kMqtt);
+  EXPECT_EQ(SinkKindOf("amqp://h/"), SinkKind::kAmqp);
+  EXPECT_EQ(SinkKindOf("amqps://h:5671/prod"), SinkKind::kAmqp);
   EXPECT_EQ(SinkKindName(SinkKind::kNats), "nats");
+  EXPECT_EQ(SinkKindName(SinkKind::kAmqp), "amqp");
   try {
     SinkKindOf("ftp://h/x");
     FAIL() << "ftp accepted";
   } catch (const std::invalid_argument& error) {
-    EXPECT_STREQ(error.what(), "url: scheme must be one of http, https, nats, tls, mqtt, mqtts");
+    EXPECT_STREQ(error.what(), "url: scheme must be one of http, https, nats, tls, mqtt, mqtts, amqp, amqps");
   }
 }
 
@@ -46,6 +55,35 @@ TEST(ValidateSink, AcceptsWellFormedBrokerUrls) {
   EXPECT_EQ(ErrorOf(WithUrl("tls://[::1]:4443/orders")), "");
   EXPECT_EQ(ErrorOf(WithUrl("mqtt://broker:1883/devices/{topic}/{key}/{id}")), "");
   EXPECT_EQ(ErrorOf(WithUrl("https://example.com/hook")), "");
+  EXPECT_EQ(ErrorOf(WithAmqpQueue("amqp://127.0.0.1:5672/")), "");
+  EXPECT_EQ(ErrorOf(WithAmqpQueue("amqp://rabbit")), "");
+  EXPECT_EQ(ErrorOf(WithAmqpQueue("amqps://[::1]:5671/%2Fprod")), "");
+}
+
+TEST(ValidateSink, AmqpVirtualHostIsThePercentDecodedPath) {
+  EXPECT_EQ(ErrorOf(WithAmqpQueue("amqp://h/prod%2Feu")), "");
+  EXPECT_EQ(ErrorOf(WithAmqpQueue("amqp://h/prod/eu")),
+            "url: virtual host holds a '/': write it as %2F");
+  EXPECT_EQ(ErrorOf(WithAmqpQueue("amqp://h/%0a")),
+            "url: virtual host must be UTF-8 without control characters, at most 255 bytes");
+  EXPECT_EQ(ErrorOf(WithAmqpQueue("amqp://h/%4")),
+            "url: virtual host has a % not followed by two hex digits");
+}
+
+TEST(ValidateSink, AmqpNeedsOneTargetAndShortNames) {
+  EndpointOptions options = WithUrl("amqp://h/");
+  options.amqp.exchange = std::string(256, 'e');
+  EXPECT_EQ(ErrorOf(options), "amqp.exchange: is longer than AMQP's 255 bytes");
+  options.amqp.exchange = "orders";
+  options.amqp.routing_key = "a\nb";
+  EXPECT_EQ(ErrorOf(options), "amqp.routing_key: must be UTF-8 without control characters");
+  options.amqp.routing_key = "{topic}.{key}.{id}";
+  EXPECT_EQ(ErrorOf(options), "");
+  options.amqp.user = "u";
+  EXPECT_EQ(ErrorOf(options), "amqp.user: needs amqp.password");
+  options.amqp.password = "env:X";
+  EXPECT_EQ(ErrorOf(options),
+            "amqp.password: is an unresolved secret reference (resolve it with ResolveSecret)");
 }
 
 TEST(ValidateSink, NamesWhatIsWrongWithABrokerUrl) {
@@ -55,7 +93,7 @@ TEST(ValidateSink, NamesWhatIsWrongWithABrokerUrl) {
             "url: subject has an empty token (\"..\" or a dot at an end)");
   EXPECT_EQ(ErrorOf(WithUrl("nats://h:99999/a")), "url: port must be a number 1..65535");
   EXPECT_EQ(ErrorOf(WithUrl("nats://u:p@h/a")),
-            "url: must not carry credentials; give them under nats or mqtt");
+            "url: must not carry credentials; give them under nats, mqtt or amqp");
   EXPECT_EQ(ErrorOf(WithUrl("nats:///a")), "url: has no host");
   EXPECT_EQ(ErrorOf(WithUrl("mqtt://h/a/#")), "url: topic must not hold a wildcard (+ or #)");
   EXPECT_EQ(ErrorOf(WithUrl("mqtt://h/a/{user}")),
@@ -73,7 +111,7 @@ TEST(ValidateSink, RejectsAnotherKindsOptions) {
   options = WithUrl("nats://h/s");
   options.headers = {{"Authorization", "Bearer x"}};
   EXPECT_EQ(ErrorOf(options),
-            "headers[0]: Authorization is HTTP's; a broker's credentials go under nats or mqtt");
+            "headers[0]: Authorization is HTTP's; a broker's credentials go under nats, mqtt or amqp");
   options = WithUrl("nats://h/s");
   options.tls.insecure_skip_verify = true;
   EXPECT_EQ(ErrorOf(options), "tls: needs a tls:// URL");

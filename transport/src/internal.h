@@ -59,14 +59,18 @@ void ValidateCommon(const EndpointOptions& options);
 // A broker URL: scheme://host[:port]/path. No user info, query or fragment.
 struct BrokerUrl {
   SinkKind kind = SinkKind::kNats;
-  bool tls = false;      // tls:// or mqtts://
+  bool tls = false;      // tls://, mqtts:// or amqps://
   std::string host;      // without IPv6 brackets
   int port = 0;          // the scheme's default when the URL has none
-  std::string path;      // after the first '/': the subject or topic
+  std::string path;      // after the first '/': the subject, topic or vhost
 };
 
 // Throws std::invalid_argument naming "url" for anything malformed.
 BrokerUrl ParseBrokerUrl(std::string_view url);
+
+// An amqp:// URL's path as the virtual host: percent-decoded, "" = "/".
+// Throws std::invalid_argument naming "url" when it is malformed.
+std::string AmqpVirtualHost(std::string_view path);
 
 // A result for what went wrong before or outside a response.
 Result EndpointFailure(std::string error, bool configuration = false);
@@ -100,8 +104,14 @@ class BrokerSink : public Sink {
   const std::size_t max_batch_messages_;
 };
 
-// The sinks for brokers (nats_sink.cc, mqtt_sink.cc); options validated.
+// The sinks for brokers (nats_sink.cc, mqtt_sink.cc, amqp_sink.cc); options
+// validated.
 std::unique_ptr<Sink> MakeNatsSink(EndpointOptions options);
 std::unique_ptr<Sink> MakeMqttSink(EndpointOptions options);
+std::unique_ptr<Sink> MakeAmqpSink(EndpointOptions options);
+
+// A template's {topic}, {key} and {id} placeholders filled in from `message`
+// (MQTT topics, AMQP routing keys); other text is kept as it is.
+std::string ExpandPlaceholders(std::string_view pattern, const Message& message);
 
 }  // namespace outbox::transport::internal

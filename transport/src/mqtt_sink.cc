@@ -53,26 +53,7 @@ bool IsAuthenticationRefusal(int reason) {
 // A topic name after the placeholders are filled in, or nullopt when the
 // message's values make it one MQTT does not allow.
 std::optional<std::string> ExpandTopic(std::string_view pattern, const Message& message) {
-  std::string topic;
-  while (!pattern.empty()) {
-    const std::size_t open = pattern.find('{');
-    topic += pattern.substr(0, open);
-    if (open == std::string_view::npos) break;
-    pattern.remove_prefix(open);
-    if (pattern.starts_with("{topic}")) {
-      topic += message.topic;
-      pattern.remove_prefix(7);
-    } else if (pattern.starts_with("{key}")) {
-      topic += message.key;
-      pattern.remove_prefix(5);
-    } else if (pattern.starts_with("{id}")) {
-      topic += message.id;
-      pattern.remove_prefix(4);
-    } else {
-      topic += '{';
-      pattern.remove_prefix(1);
-    }
-  }
+  std::string topic = ExpandPlaceholders(pattern, message);
   if (topic.empty() || topic.size() > 65535 || topic.find_first_of("+#") != std::string::npos ||
       topic.find('\0') != std::string::npos || !util::IsValidUtf8(topic)) {
     return std::nullopt;

@@ -1,5 +1,6 @@
 // Sink kinds: which one a URL names, the checks each kind adds, the factory,
 // and what the broker sinks share.
+#include <algorithm>
 #include <charconv>
 #include <chrono>
 #include <stdexcept>
@@ -46,6 +47,19 @@ void ValidateSubject(std::string_view subject) {
   }
 }
 
+// Only the known placeholders in a template of `field`.
+void ValidatePlaceholders(std::string_view text, std::string_view field) {
+  for (std::size_t open = text.find('{'); open != std::string_view::npos;
+       open = text.find('{', open + 1)) {
+    const std::size_t close = text.find('}', open);
+    const std::string_view name =
+        close == std::string_view::npos ? text.substr(open) : text.substr(open, close - open + 1);
+    if (name != "{topic}" && name != "{key}" && name != "{id}") {
+      Fail(field, "unknown placeholder " + std::string(name) + " (use {topic}, {key} or {id})");
+    }
+  }
+}
+
 // An MQTT topic template: no wildcard, and only the known placeholders.
 void ValidateTopicTemplate(std::string_view topic) {
   if (topic.empty()) Fail("url", "names no topic (mqtt://host:port/topic)");
@@ -54,15 +68,7 @@ void ValidateTopicTemplate(std::string_view topic) {
   }
   if (HasControlCharacter(topic)) Fail("url", "topic holds a control character");
   if (!util::IsValidUtf8(topic)) Fail("url", "topic is not valid UTF-8");
-  for (std::size_t open = topic.find('{'); open != std::string_view::npos;
-       open = topic.find('{', open + 1)) {
-    const std::size_t close = topic.find('}', open);
-    const std::string_view name =
-        close == std::string_view::npos ? topic.substr(open) : topic.substr(open, close - open + 1);
-    if (name != "{topic}" && name != "{key}" && name != "{id}") {
-      Fail("url", "unknown placeholder " + std::string(name) + " (use {topic}, {key} or {id})");
-    }
-  }
+  ValidatePlaceholders(topic, "url");
 }
 
 bool IsUnresolved(std::string_view value) {
@@ -75,6 +81,43 @@ void ValidateCredential(std::string_view value, std::string_view field) {
   }
   if (HasControlCharacter(value) && !field.ends_with("credentials")) {
     Fail(field, "holds a control character");
+  }
+}
+
+// An AMQP name (exchange, queue, routing key): a short string of AMQP 0-9-1,
+// at most 255 bytes, UTF-8 without control characters.
+void ValidateAmqpName(std::string_view name, std::string_view field) {
+  if (name.size() > 255) Fail(field, "is longer than AMQP's 255 bytes");
+  if (HasControlCharacter(name) || !util::IsValidUtf8(name)) {
+    Fail(field, "must be UTF-8 without control characters");
+  }
+}
+
+void ValidateAmqp(const AmqpOptions& amqp) {
+  ValidateCredential(amqp.user, "amqp.user");
+  ValidateCredential(amqp.password, "amqp.password");
+  if (!amqp.password.empty() && amqp.user.empty()) Fail("amqp.password", "needs amqp.user");
+  if (!amqp.user.empty() && amqp.password.empty()) Fail("amqp.user", "needs amqp.password");
+  if (amqp.exchange.empty() && amqp.queue.empty()) {
+    Fail("amqp", "give amqp.exchange (with amqp.routing_key) or amqp.queue (the default "
+                 "exchange)");
+  }
+  if (!amqp.exchange.empty() && !amqp.queue.empty()) {
+    Fail("amqp.queue", "is for the default exchange; with amqp.exchange give amqp.routing_key");
+  }
+  ValidateAmqpName(amqp.exchange, "amqp.exchange");
+  ValidateAmqpName(amqp.queue, "amqp.queue");
+  ValidateAmqpName(amqp.routing_key, "amqp.routing_key");
+  ValidatePlaceholders(amqp.routing_key, "amqp.routing_key");
+  if (!amqp.queue.empty() && amqp.routing_key != AmqpOptions{}.routing_key) {
+    Fail("amqp.routing_key", "only with amqp.exchange (the default exchange routes by the "
+                             "queue's name)");
+  }
+  if (amqp.exchange == "amq.default") {
+    Fail("amqp.exchange", "for the default exchange give amqp.queue instead");
+  }
+  if (amqp.heartbeat_s < 0 || amqp.heartbeat_s > 65535) {
+    Fail("amqp.heartbeat_s", "must be 0 (none) or 1..65535");
   }
 }
 
@@ -133,6 +176,24 @@ bool IsEmpty(const NatsOptions& nats) {
          nats.nkey_seed.empty() && nats.credentials.empty();
 }
 
+bool IsDefault(const AmqpOptions& amqp) {
+  const AmqpOptions defaults;
+  return amqp.user.empty() && amqp.password.empty() && amqp.exchange.empty() &&
+         amqp.queue.empty() && amqp.routing_key == defaults.routing_key &&
+         amqp.heartbeat_s == defaults.heartbeat_s;
+}
+
+std::string_view TlsSchemeOf(SinkKind kind) {
+  switch (kind) {
+    case SinkKind::kNats:
+      return "a tls://";
+    case SinkKind::kMqtt:
+      return "an mqtts://";
+    default:
+      return "an amqps://";
+  }
+}
+
 bool IsDefault(const MqttOptions& mqtt) {
   const MqttOptions defaults;
   return mqtt.username.empty() && mqtt.password.empty() && mqtt.client_id.empty() &&
@@ -147,7 +208,7 @@ void ValidateBroker(const EndpointOptions& options, const internal::BrokerUrl& u
     if (internal::EqualsIgnoreCase(name, "Authorization") ||
         internal::EqualsIgnoreCase(name, "Proxy-Authorization")) {
       Fail("headers[" + std::to_string(i) + "]",
-           name + " is HTTP's; a broker's credentials go under nats or mqtt");
+           name + " is HTTP's; a broker's credentials go under nats, mqtt or amqp");
     }
   }
   // Brokers carry payloads in binary frames of their own: no Content-Encoding.
@@ -157,16 +218,26 @@ void ValidateBroker(const EndpointOptions& options, const internal::BrokerUrl& u
   const TlsOptions& tls = options.tls;
   if (!url.tls && (!tls.ca_file.empty() || !tls.client_cert_file.empty() ||
                    tls.insecure_skip_verify)) {
-    Fail("tls", url.kind == SinkKind::kNats ? "needs a tls:// URL" : "needs an mqtts:// URL");
+    Fail("tls", "needs " + std::string(TlsSchemeOf(url.kind)) + " URL");
+  }
+  if (url.kind != SinkKind::kNats && !IsEmpty(options.nats)) {
+    Fail("nats", "only for nats:// and tls:// URLs");
+  }
+  if (url.kind != SinkKind::kMqtt && !IsDefault(options.mqtt)) {
+    Fail("mqtt", "only for mqtt:// and mqtts:// URLs");
+  }
+  if (url.kind != SinkKind::kAmqp && !IsDefault(options.amqp)) {
+    Fail("amqp", "only for amqp:// and amqps:// URLs");
   }
   if (url.kind == SinkKind::kNats) {
     ValidateSubject(url.path);
     ValidateNats(options.nats);
-    if (!IsDefault(options.mqtt)) Fail("mqtt", "only for mqtt:// and mqtts:// URLs");
-  } else {
+  } else if (url.kind == SinkKind::kMqtt) {
     ValidateTopicTemplate(url.path);
     ValidateMqtt(options.mqtt);
-    if (!IsEmpty(options.nats)) Fail("nats", "only for nats:// and tls:// URLs");
+  } else {
+    internal::AmqpVirtualHost(url.path);
+    ValidateAmqp(options.amqp);
   }
 }
 
@@ -180,6 +251,8 @@ std::string_view SinkKindName(SinkKind kind) {
       return "nats";
     case SinkKind::kMqtt:
       return "mqtt";
+    case SinkKind::kAmqp:
+      return "amqp";
   }
   return "unknown";
 }
@@ -189,8 +262,9 @@ SinkKind SinkKindOf(std::string_view url) {
   if (scheme == "http" || scheme == "https") return SinkKind::kHttp;
   if (scheme == "nats" || scheme == "tls") return SinkKind::kNats;
   if (scheme == "mqtt" || scheme == "mqtts") return SinkKind::kMqtt;
+  if (scheme == "amqp" || scheme == "amqps") return SinkKind::kAmqp;
   if (url.empty()) Fail("url", "is required");
-  Fail("url", "scheme must be one of http, https, nats, tls, mqtt, mqtts");
+  Fail("url", "scheme must be one of http, https, nats, tls, mqtt, mqtts, amqp, amqps");
 }
 
 void ValidateSink(const EndpointOptions& options) {
@@ -199,6 +273,7 @@ void ValidateSink(const EndpointOptions& options) {
     Validate(options);
     if (!IsEmpty(options.nats)) Fail("nats", "only for nats:// and tls:// URLs");
     if (!IsDefault(options.mqtt)) Fail("mqtt", "only for mqtt:// and mqtts:// URLs");
+    if (!IsDefault(options.amqp)) Fail("amqp", "only for amqp:// and amqps:// URLs");
     return;
   }
   ValidateBroker(options, internal::ParseBrokerUrl(options.url));
@@ -213,6 +288,8 @@ std::unique_ptr<Sink> MakeSink(EndpointOptions options) {
       return internal::MakeNatsSink(std::move(options));
     case SinkKind::kMqtt:
       return internal::MakeMqttSink(std::move(options));
+    case SinkKind::kAmqp:
+      return internal::MakeAmqpSink(std::move(options));
   }
   throw std::logic_error("MakeSink: unknown sink kind");
 }
@@ -224,14 +301,14 @@ BrokerUrl ParseBrokerUrl(std::string_view url) {
   parsed.kind = SinkKindOf(url);
   const std::string_view scheme = SchemeOf(url);
   if (parsed.kind == SinkKind::kHttp) Fail("url", "is an HTTP URL, not a broker's");
-  parsed.tls = scheme == "tls" || scheme == "mqtts";
+  parsed.tls = scheme == "tls" || scheme == "mqtts" || scheme == "amqps";
   if (url.find('\0') != std::string_view::npos) Fail("url", "holds a NUL byte");
   std::string_view rest = url.substr(scheme.size() + 3);
   const std::size_t slash = rest.find('/');
   std::string_view authority = rest.substr(0, slash);
   parsed.path = slash == std::string_view::npos ? "" : std::string(rest.substr(slash + 1));
   if (authority.find('@') != std::string_view::npos) {
-    Fail("url", "must not carry credentials; give them under nats or mqtt");
+    Fail("url", "must not carry credentials; give them under nats, mqtt or amqp");
   }
   if (parsed.path.find_first_of("?") != std::string::npos) {
     Fail("url", "must not have a query");
@@ -261,6 +338,8 @@ BrokerUrl ParseBrokerUrl(std::string_view url) {
   if (port_text.empty()) {
     if (parsed.kind == SinkKind::kNats) {
       parsed.port = 4222;
+    } else if (parsed.kind == SinkKind::kAmqp) {
+      parsed.port = parsed.tls ? 5671 : 5672;
     } else {
       parsed.port = parsed.tls ? 8883 : 1883;
     }
@@ -273,6 +352,55 @@ BrokerUrl ParseBrokerUrl(std::string_view url) {
     }
   }
   return parsed;
+}
+
+std::string ExpandPlaceholders(std::string_view pattern, const Message& message) {
+  std::string text;
+  while (!pattern.empty()) {
+    const std::size_t open = pattern.find('{');
+    text += pattern.substr(0, open);
+    if (open == std::string_view::npos) break;
+    pattern.remove_prefix(open);
+    if (pattern.starts_with("{topic}")) {
+      text += message.topic;
+      pattern.remove_prefix(7);
+    } else if (pattern.starts_with("{key}")) {
+      text += message.key;
+      pattern.remove_prefix(5);
+    } else if (pattern.starts_with("{id}")) {
+      text += message.id;
+      pattern.remove_prefix(4);
+    } else {
+      text += '{';
+      pattern.remove_prefix(1);
+    }
+  }
+  return text;
+}
+
+std::string AmqpVirtualHost(std::string_view path) {
+  std::string vhost;
+  for (std::size_t i = 0; i < path.size(); ++i) {
+    if (path[i] == '/') Fail("url", "virtual host holds a '/': write it as %2F");
+    if (path[i] != '%') {
+      vhost += path[i];
+      continue;
+    }
+    unsigned value = 0;
+    const char* first = path.data() + i + 1;
+    const char* last = path.data() + std::min(path.size(), i + 3);
+    const auto [end, error] = std::from_chars(first, last, value, 16);
+    if (error != std::errc() || end != first + 2) {
+      Fail("url", "virtual host has a % not followed by two hex digits");
+    }
+    vhost += static_cast<char>(value);
+    i += 2;
+  }
+  if (vhost.empty()) return "/";
+  if (vhost.size() > 255 || HasControlCharacter(vhost) || !util::IsValidUtf8(vhost)) {
+    Fail("url", "virtual host must be UTF-8 without control characters, at most 255 bytes");
+  }
+  return vhost;
 }
 
 Result PushInOrder(std::span<const Message> messages, std::size_t max_messages,

@@ -4,7 +4,7 @@
 // a Result; the agent turns that into state transitions, breaker decisions
 // and metrics, the same way for every kind of sink. The URL's scheme picks
 // the kind (MakeSink): an HTTP endpoint (docs/design.md "HTTP contract"), a NATS
-// JetStream subject or an MQTT broker topic.
+// JetStream subject, an MQTT broker topic or an AMQP 0-9-1 exchange (RabbitMQ).
 //
 // Everything around the transfer is a pure function here (message id,
 // headers, signatures, bodies, classification) so that tests and fuzzers can
@@ -118,6 +118,28 @@ struct MqttOptions {
   int keepalive_s = 30;
 };
 
+// What an AMQP 0-9-1 (RabbitMQ) sink needs beyond the URL. The password is
+// already resolved. The target is either an exchange with a routing key or
+// the default exchange with a queue name: exactly one of `exchange` and
+// `queue` is set.
+struct AmqpOptions {
+  // SASL PLAIN credentials; "" = RabbitMQ's "guest"/"guest", which the
+  // broker accepts from loopback only.
+  std::string user;
+  std::string password;
+  // The exchange to publish to (it must exist; the sink declares nothing).
+  std::string exchange;
+  // With `exchange`: the routing key, with {topic}, {key} and {id}
+  // placeholders filled in per message (at most 255 bytes after that).
+  std::string routing_key = "{topic}";
+  // Instead of `exchange`: the default exchange, which routes to the queue
+  // of this name.
+  std::string queue;
+  // AMQP heartbeat interval, s; 0 = none. A broker silent for two intervals
+  // counts as gone and the connection is made again.
+  int heartbeat_s = 30;
+};
+
 struct BatchOptions {
   // Messages per request; 1 = no batching (one POST per message).
   std::size_t max_messages = 1;
@@ -136,8 +158,12 @@ struct EndpointOptions {
   //   mqtt://host[:port]/topic, mqtts://...  publish to an MQTT broker; the
   //                                          topic may hold {topic}, {key}
   //                                          and {id} placeholders
+  //   amqp://host[:port]/vhost, amqps://...  publish to an AMQP 0-9-1 broker
+  //                                          (RabbitMQ); the target is in
+  //                                          `amqp`; no path = vhost "/",
+  //                                          %2F in it is a '/'
   // Credentials do not belong in it: put them in `headers` (HTTP, e.g.
-  // Authorization from "env:NAME"), `nats` or `mqtt`.
+  // Authorization from "env:NAME"), `nats`, `mqtt` or `amqp`.
   std::string url;
   // Limit for connecting (TCP and TLS handshake), ms.
   std::int64_t connect_timeout_ms = 5000;
@@ -168,6 +194,7 @@ struct EndpointOptions {
   std::size_t compress_min_bytes = 1024;
   NatsOptions nats;  // nats:// and tls:// only
   MqttOptions mqtt;  // mqtt:// and mqtts:// only
+  AmqpOptions amqp;  // amqp:// and amqps:// only
   // Longest Retry-After honoured, ms; longer requests are cut to this.
   std::int64_t max_retry_after_ms = 3'600'000;
   // Bytes of a failed response's body kept in Result::error.
@@ -351,13 +378,15 @@ enum class SinkKind {
   kHttp,  // http, https
   kNats,  // nats, tls (NATS JetStream)
   kMqtt,  // mqtt, mqtts
+  kAmqp,  // amqp, amqps (AMQP 0-9-1, RabbitMQ)
 };
 
-// "http", "nats", "mqtt" (for logs and metric labels).
+// "http", "nats", "mqtt", "amqp" (for logs and metric labels).
 std::string_view SinkKindName(SinkKind kind);
 
 // The kind the URL's scheme names. Throws std::invalid_argument
-// "url: scheme must be one of http, https, nats, tls, mqtt, mqtts" otherwise.
+// "url: scheme must be one of http, https, nats, tls, mqtt, mqtts, amqp,
+// amqps" otherwise.
 SinkKind SinkKindOf(std::string_view url);
 
 // Validate() for any kind of sink: the URL as its kind reads it, the options
@@ -389,8 +418,8 @@ class Sink {
   // empty or has too many messages.
   virtual Result PushBatch(std::span<const Message> messages) = 0;
 
-  // Ends waits in flight as soon as the sink can (HTTP transfers and MQTT
-  // acknowledgements at once, a NATS publish within timeout_ms) with
+  // Ends waits in flight as soon as the sink can (HTTP transfers, MQTT and
+  // AMQP acknowledgements at once, a NATS publish within timeout_ms) with
   // kEndpointFailure "aborted", and fails later calls the same way without
   // I/O until ResetAbort(). For the agent's stop deadline.
   virtual void AbortAll() = 0;
