@@ -40,7 +40,7 @@ packages=(
   help2man lintian shellcheck prometheus python3-prometheus-client
   golang-go golang-github-mattn-go-sqlite3-dev
   nats-server mosquitto libnats-dev libmosquitto-dev
-  zlib1g-dev tmux
+  zlib1g-dev tmux libsystemd-dev
 )
 # Debian's node-sqlite3 needs Debian's nodejs; see install_node.
 node_packages=(nodejs node-sqlite3)

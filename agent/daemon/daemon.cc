@@ -20,8 +20,10 @@
 
 #include "agent_slot.h"
 #include "config_file.h"
+#include "heartbeat.h"
 #include "logging.h"
 #include "metrics_server.h"
+#include "service_notify.h"
 #include "util/listen_address.h"
 
 namespace outbox::daemon {
@@ -183,6 +185,9 @@ struct Daemon::Impl {
   std::shared_ptr<agent::Metrics> metrics = std::make_shared<agent::Metrics>();
   AgentSlot slot;
   std::optional<MetricsServer> server;  // after slot: it serves from the slot
+  ServiceNotifier notifier;
+  Heartbeat heartbeat{notifier, slot, logger,
+                      std::chrono::milliseconds(config.options.sweep_interval_ms)};
 
   // Signals handed in by Signal(), woken through `wake`.
   std::mutex queue_mutex;
@@ -233,6 +238,8 @@ int Daemon::Impl::Start() {
   if (server) server->Start();
   logger->info("outboxd started db={} config={} topics={}", options.db_path, options.config_path,
                config.options.topics.size());
+  // The schema is checked and the agent runs: systemd may start what needs us.
+  notifier.Ready(heartbeat.Summary());
   return kExitOk;
 }
 
@@ -248,6 +255,9 @@ int Daemon::Impl::Wait() {
     if (signal == SIGHUP) {
       stop.begun() ? logger->info("SIGHUP ignored: stopping") : Reload();
     } else if (!stop.begun()) {
+      notifier.Stopping();
+      heartbeat.AgentChanged(std::chrono::milliseconds(config.options.sweep_interval_ms),
+                             "stopping");
       // Out of the slot first: /healthz turns 503 and no handler uses it.
       stop.Begin(signal, slot.Take());
     } else {
@@ -260,10 +270,11 @@ int Daemon::Impl::Wait() {
     pollfd fds[3] = {{stop.done_fd(), POLLIN, 0},
                      {wake.get(), POLLIN, 0},
                      {signal_fd ? signal_fd->get() : -1, POLLIN, 0}};
-    if (::poll(fds, 3, -1) < 0) {
+    if (::poll(fds, 3, heartbeat.PollTimeoutMs()) < 0) {
       if (errno == EINTR) continue;
       throw std::system_error(errno, std::generic_category(), "poll");
     }
+    heartbeat.Beat();
     if ((fds[0].revents & POLLIN) != 0) break;
     signalfd_siginfo info{};
     if ((fds[2].revents & POLLIN) != 0 &&
@@ -294,6 +305,17 @@ int Daemon::Impl::Wait() {
 // a restart.
 void Daemon::Impl::Reload() {
   logger->info("SIGHUP received: reloading {}", options.config_path);
+  notifier.Reloading();
+  // READY=1 again whatever the outcome: the daemon runs on (systemd waits
+  // for it after RELOADING=1).
+  struct ReadyAgain {
+    Impl& impl;
+    ~ReadyAgain() {
+      impl.heartbeat.AgentChanged(std::chrono::milliseconds(impl.config.options.sweep_interval_ms),
+                                  impl.slot.Running() ? "" : "the configuration does not start");
+      impl.notifier.Ready(impl.heartbeat.Summary());
+    }
+  } ready_again{*this};
   agent::Config fresh_config;
   std::unique_ptr<agent::Agent> fresh;
   try {

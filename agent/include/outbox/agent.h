@@ -379,6 +379,13 @@ std::string RenderPrometheus(const MetricsSnapshot& snapshot);
 // ---------------------------------------------------------------------------
 // The agent.
 
+// Steady-clock times of an agent's last signs of progress; both start at
+// Agent::Start().
+struct Liveness {
+  std::chrono::steady_clock::time_point writer;   // last committed transaction
+  std::chrono::steady_clock::time_point sweeper;  // last sweeper pass that ended
+};
+
 class Agent {
  public:
   // Validates the options and opens the database (creating or migrating the
@@ -422,6 +429,12 @@ class Agent {
   MetricsSnapshot Snapshot();
   // Write transactions the writer committed (for tests of group commit).
   std::int64_t WriterTransactions() const;
+  // For a service manager's watchdog (docs/operations.md, "Watchdog"): when
+  // the writer last committed and the sweeper last ended a pass. Also queues
+  // an empty write transaction on the writer when none is queued, so that a
+  // writer with nothing to do still shows that it can take the write lock.
+  // Thread-safe; cheap (no database access on the caller's thread).
+  Liveness CheckLiveness();
 
  private:
   struct Impl;
