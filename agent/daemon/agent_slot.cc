@@ -29,6 +29,12 @@ std::optional<agent::MetricsSnapshot> AgentSlot::Snapshot() {
   return agent_->Snapshot();
 }
 
+std::vector<agent::BreakerState> AgentSlot::Breakers() {
+  std::lock_guard lock(mutex_);
+  if (agent_ == nullptr) return {};
+  return agent_->Breakers();
+}
+
 std::optional<agent::Liveness> AgentSlot::CheckLiveness() {
   std::lock_guard lock(mutex_);
   if (agent_ == nullptr || !agent_->Running()) return std::nullopt;

@@ -28,6 +28,8 @@ class AgentSlot {
   // The agent's Snapshot(), or nullopt when no agent is in the slot. Throws
   // as Agent::Snapshot.
   std::optional<agent::MetricsSnapshot> Snapshot();
+  // The agent's circuit breakers; none when no agent is in the slot.
+  std::vector<agent::BreakerState> Breakers();
   // The agent's CheckLiveness(), or nullopt when no agent is in the slot.
   std::optional<agent::Liveness> CheckLiveness();
 

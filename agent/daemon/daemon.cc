@@ -18,6 +18,7 @@
 #include <utility>
 #include <vector>
 
+#include "admin_server.h"
 #include "agent_slot.h"
 #include "config_file.h"
 #include "heartbeat.h"
@@ -185,6 +186,10 @@ struct Daemon::Impl {
   std::shared_ptr<agent::Metrics> metrics = std::make_shared<agent::Metrics>();
   AgentSlot slot;
   std::optional<MetricsServer> server;  // after slot: it serves from the slot
+  // The effective config, redacted, for the admin API's thread.
+  std::mutex printed_mutex;
+  std::string printed_config;  // guarded by printed_mutex
+  std::optional<AdminServer> admin;  // after slot: it serves from the slot
   ServiceNotifier notifier;
   Heartbeat heartbeat{notifier, slot, logger,
                       std::chrono::milliseconds(config.options.sweep_interval_ms)};
@@ -223,6 +228,22 @@ int Daemon::Impl::Start() {
     logger->info("metrics listening on {}:{}", address->host, server->port());
   }
 
+  if (!config.admin.listen.empty()) {
+    printed_config = agent::EffectiveConfigJson(config);
+    try {
+      admin.emplace(config.admin, options.db_path, slot, metrics,
+                    [this] {
+                      std::lock_guard lock(printed_mutex);
+                      return printed_config;
+                    },
+                    logger);
+    } catch (const std::exception& e) {
+      logger->critical("{}", e.what());
+      return kExitFailure;
+    }
+    logger->info("admin console on {} (port {})", config.admin.listen, admin->port());
+  }
+
   try {
     agent->Start();
   } catch (const std::invalid_argument& e) {
@@ -236,6 +257,7 @@ int Daemon::Impl::Start() {
   }
   slot.Put(std::move(agent));
   if (server) server->Start();
+  if (admin) admin->Start();
   logger->info("outboxd started db={} config={} topics={}", options.db_path, options.config_path,
                config.options.topics.size());
   // The schema is checked and the agent runs: systemd may start what needs us.
@@ -327,6 +349,16 @@ void Daemon::Impl::Reload() {
   }
   for (const std::string& warning : fresh_config.warnings) {
     logger->warn("{}: {}", options.config_path, warning);
+  }
+  if (fresh_config.admin.listen != config.admin.listen) {
+    logger->warn("admin.listen changed to \"{}\"; it takes effect after a restart",
+                 fresh_config.admin.listen);
+    fresh_config.admin.listen = config.admin.listen;
+  }
+  if (admin) admin->SetTokens(fresh_config.admin.tokens);
+  {
+    std::lock_guard lock(printed_mutex);
+    printed_config = agent::EffectiveConfigJson(fresh_config);
   }
   if (fresh_config.metrics_listen != config.metrics_listen) {
     logger->warn("metrics.listen changed to \"{}\"; it takes effect after a restart",

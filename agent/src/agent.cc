@@ -222,6 +222,8 @@ const std::string& Agent::database_id() const { return impl_->rt.database_id; }
 const std::string& Agent::owner() const { return impl_->rt.owner; }
 std::int64_t Agent::WriterTransactions() const { return impl_->rt.writer->transactions(); }
 
+std::vector<BreakerState> Agent::Breakers() const { return impl_->routes.BreakerStates(); }
+
 Liveness Agent::CheckLiveness() {
   Runtime& rt = impl_->rt;
   if (impl_->running.load() && !rt.writer_probe_queued.exchange(true)) {
