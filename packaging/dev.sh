@@ -41,6 +41,7 @@ packages=(
   golang-go golang-github-mattn-go-sqlite3-dev
   nats-server mosquitto libnats-dev libmosquitto-dev
   zlib1g-dev tmux libsystemd-dev
+  chromium chromium-driver python3-selenium
 )
 # Debian's node-sqlite3 needs Debian's nodejs; see install_node.
 node_packages=(nodejs node-sqlite3)
@@ -206,9 +207,9 @@ cmd_test() {
   CC=clang-14 CXX=clang++-14 configure_and_build build-asan \
     -DCMAKE_BUILD_TYPE=Debug -DOUTBOX_SANITIZE=address,undefined
   stage_done
-  stage "tests (ASan + UBSan): every label but slow"
+  stage "tests (ASan + UBSan): every label but slow and browser"
   ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1 \
-    run_tests build-asan -LE slow "${skip[@]}"
+    run_tests build-asan -LE 'slow|browser' "${skip[@]}"
 
   stage_done
 
