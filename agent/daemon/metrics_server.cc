@@ -57,8 +57,7 @@ MetricsServer::MetricsServer(const util::ListenAddress& address, AgentSlot& slot
                              std::shared_ptr<spdlog::logger> logger)
     : impl_(std::make_unique<Impl>()) {
   std::vector<http::Route> routes;
-  routes.push_back({"GET", "/metrics", false, 0,
-                    [&slot, logger](const http::Request& request) {
+  routes.push_back({"GET", "/metrics", false, 0, [&slot, logger](const http::Request& request) {
                       return ServeMetrics(slot, *logger, request);
                     }});
   routes.push_back({"GET", "/healthz", false, 0, [&slot, metrics](const http::Request&) {

@@ -7,8 +7,8 @@
 #include <algorithm>
 #include <cctype>
 #include <cerrno>
-#include <cstdint>
 #include <charconv>
+#include <cstdint>
 #include <exception>
 #include <utility>
 
@@ -35,9 +35,19 @@ std::optional<std::string_view> FindHeader(const RequestHead& head, std::string_
 }
 
 std::size_t CountHeader(const RequestHead& head, std::string_view name) {
-  return static_cast<std::size_t>(std::count_if(
-      head.headers.begin(), head.headers.end(),
-      [name](const auto& header) { return EqualsIgnoreCase(header.first, name); }));
+  return static_cast<std::size_t>(
+      std::count_if(head.headers.begin(), head.headers.end(),
+                    [name](const auto& header) { return EqualsIgnoreCase(header.first, name); }));
+}
+
+// A status of three digits, header names that are tokens and values
+// without line breaks: a handler cannot split the response.
+bool WellFormed(const Response& response) {
+  if (response.status < 100 || response.status > 999) return false;
+  return std::all_of(response.headers.begin(), response.headers.end(), [](const auto& header) {
+    return !header.first.empty() && header.first.find_first_of(":\r\n \t") == std::string::npos &&
+           header.second.find_first_of(std::string_view("\r\n\0", 3)) == std::string::npos;
+  });
 }
 
 bool WantsClose(const RequestHead& head) {
@@ -48,9 +58,13 @@ bool WantsClose(const RequestHead& head) {
 
 }  // namespace
 
-Connection::Connection(int fd, std::optional<PeerCredentials> peer, const ServerContext& context,
-                       Clock::time_point now)
-    : fd_(fd), peer_(peer), context_(context), since_(now),
+Connection::Connection(int fd, std::optional<PeerCredentials> peer, std::string remote_address,
+                       const ServerContext& context, Clock::time_point now)
+    : fd_(fd),
+      peer_(peer),
+      remote_address_(std::move(remote_address)),
+      context_(context),
+      since_(now),
       deadline_(now + context.options.request_timeout) {}
 
 Connection::~Connection() { ::close(fd_); }
@@ -61,7 +75,8 @@ bool Connection::OnReadable(Clock::time_point now) {
   std::size_t room = kReadChunk;
   if (state_ == State::kIdle || state_ == State::kHead) {
     // One byte past the bound is enough to know it was passed.
-    room = std::min(room, context_.options.max_header_bytes + 1 - std::min(in_.size(), context_.options.max_header_bytes));
+    room = std::min(room, context_.options.max_header_bytes + 1 -
+                              std::min(in_.size(), context_.options.max_header_bytes));
   }
   char buffer[kReadChunk];
   const ssize_t got = ::recv(fd_, buffer, room, 0);
@@ -81,8 +96,8 @@ bool Connection::Process(Clock::time_point now) {
     if (state_ == State::kBody && !TakeBody(now)) return true;  // waits for more
     if (state_ == State::kWriting) return Flush(now);
     if (in_.empty()) return true;
-    HeadParse parse = ParseRequestHead(in_, context_.options.max_header_bytes,
-                                       context_.options.max_header_count);
+    HeadParse parse =
+        ParseRequestHead(in_, context_.options.max_header_bytes, context_.options.max_header_count);
     if (parse.status != 0) {
       close_after_write_ = true;
       Refuse(parse.status, now);
@@ -97,9 +112,9 @@ bool Connection::Process(Clock::time_point now) {
 
 const Route* Connection::FindRoute(const RequestHead& head, std::string& allow) const {
   for (const Route& route : context_.routes) {
-    const bool path_matches =
-        route.prefix ? head.path.compare(0, route.path.size(), route.path) == 0
-                     : head.path == route.path;
+    const bool path_matches = route.prefix
+                                  ? head.path.compare(0, route.path.size(), route.path) == 0
+                                  : head.path == route.path;
     if (!path_matches) continue;
     if (route.method == head.method || (route.method == "GET" && head.method == "HEAD")) {
       return &route;
@@ -179,8 +194,8 @@ bool Connection::ExpectBody(const Route& route, Clock::time_point now) {
     static constexpr std::string_view kContinue = "HTTP/1.1 100 Continue\r\n\r\n";
     (void)::send(fd_, kContinue.data(), kContinue.size(), MSG_NOSIGNAL);
   }
-  close_after_write_ = WantsClose(head) ||
-                       served_ + 1 >= context_.options.max_requests_per_connection;
+  close_after_write_ =
+      WantsClose(head) || served_ + 1 >= context_.options.max_requests_per_connection;
   return true;
 }
 
@@ -195,8 +210,14 @@ bool Connection::TakeBody(Clock::time_point now) {
     }
     switch (parse.state) {
       case ChunkedParse::State::kIncomplete: return false;
-      case ChunkedParse::State::kMalformed: close_after_write_ = true; Refuse(400, now); return true;
-      case ChunkedParse::State::kTooLarge: close_after_write_ = true; Refuse(413, now); return true;
+      case ChunkedParse::State::kMalformed:
+        close_after_write_ = true;
+        Refuse(400, now);
+        return true;
+      case ChunkedParse::State::kTooLarge:
+        close_after_write_ = true;
+        Refuse(413, now);
+        return true;
       case ChunkedParse::State::kComplete: break;
     }
     body = std::move(parse.body);
@@ -213,11 +234,13 @@ bool Connection::TakeBody(Clock::time_point now) {
   request.headers = std::move(head_->headers);
   request.body = std::move(body);
   request.peer = peer_;
+  request.remote_address = remote_address_;
   Response response;
   try {
     response = route_->handler(request);
   } catch (const std::exception& e) {
-    if (context_.error_log) context_.error_log("http: handler for " + request.path + " failed: " + e.what());
+    if (context_.error_log)
+      context_.error_log("http: handler for " + request.path + " failed: " + e.what());
     response = Response::Text(500, "internal error\n");
   }
   Answer(std::move(response), now);
@@ -229,9 +252,19 @@ void Connection::Refuse(int status, Clock::time_point now) {
 }
 
 void Connection::Answer(Response response, Clock::time_point now) {
+  if (!WellFormed(response)) {
+    if (context_.error_log) {
+      context_.error_log("http: a handler answered with a malformed status or header");
+    }
+    response = Response::Text(500, "internal error\n");
+  }
   out_ = "HTTP/1.1 " + std::to_string(response.status) + " " +
          std::string(ReasonPhrase(response.status)) + "\r\n";
-  for (const auto& [name, value] : response.headers) out_ += name + ": " + value + "\r\n";
+  for (const auto& [name, value] : response.headers) {
+    // The server frames the response itself.
+    if (EqualsIgnoreCase(name, "content-length") || EqualsIgnoreCase(name, "connection")) continue;
+    out_ += name + ": " + value + "\r\n";
+  }
   out_ += "Content-Length: " + std::to_string(response.body.size()) + "\r\n";
   out_ += close_after_write_ ? "Connection: close\r\n\r\n" : "\r\n";
   if (!head_only_) out_ += response.body;
@@ -257,8 +290,8 @@ bool Connection::Flush(Clock::time_point now) {
   head_only_ = false;
   state_ = in_.empty() ? State::kIdle : State::kHead;
   since_ = now;
-  deadline_ = now + (in_.empty() ? context_.options.keep_alive_timeout
-                                 : context_.options.request_timeout);
+  deadline_ =
+      now + (in_.empty() ? context_.options.keep_alive_timeout : context_.options.request_timeout);
   // A pipelined request already received is served now.
   return Process(now);
 }

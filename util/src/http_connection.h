@@ -28,8 +28,8 @@ struct ServerContext {
 class Connection {
  public:
   // Takes ownership of `fd` (closed by the destructor).
-  Connection(int fd, std::optional<PeerCredentials> peer, const ServerContext& context,
-             Clock::time_point now);
+  Connection(int fd, std::optional<PeerCredentials> peer, std::string remote_address,
+             const ServerContext& context, Clock::time_point now);
   ~Connection();
   Connection(const Connection&) = delete;
   Connection& operator=(const Connection&) = delete;
@@ -65,6 +65,7 @@ class Connection {
 
   const int fd_;
   const std::optional<PeerCredentials> peer_;
+  const std::string remote_address_;
   const ServerContext& context_;
   State state_ = State::kIdle;
   Clock::time_point since_;

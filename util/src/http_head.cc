@@ -94,7 +94,8 @@ HeadParse ParseRequestHead(std::string_view buffer, std::size_t max_header_bytes
     std::transform(name.begin(), name.end(), name.begin(),
                    [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
     const std::string_view value = Trim(line.substr(colon + 1));
-    if (value.find_first_of("\r\n") != std::string_view::npos || value.find('\0') != std::string_view::npos) {
+    if (value.find_first_of("\r\n") != std::string_view::npos ||
+        value.find('\0') != std::string_view::npos) {
       return Refuse(400, "malformed header value");
     }
     head.headers.emplace_back(std::move(name), std::string(value));

@@ -16,7 +16,7 @@ struct RequestHead {
   std::string method;
   std::string path;
   std::string query;
-  int minor_version = 1;  // HTTP/1.<minor>
+  int minor_version = 1;                                     // HTTP/1.<minor>
   std::vector<std::pair<std::string, std::string>> headers;  // names lower-cased
 };
 

@@ -65,8 +65,8 @@ int ListenTcp(const ListenAddress& address, int& port) {
   hints.ai_socktype = SOCK_STREAM;
   hints.ai_flags = AI_PASSIVE;
   addrinfo* found = nullptr;
-  const int looked = ::getaddrinfo(address.host.c_str(), std::to_string(address.port).c_str(),
-                                   &hints, &found);
+  const int looked =
+      ::getaddrinfo(address.host.c_str(), std::to_string(address.port).c_str(), &hints, &found);
   if (looked != 0) Fail(where, ::gai_strerror(looked));
   std::string reason = "no address";
   int fd = -1;

@@ -1,5 +1,7 @@
 #include "util/http_server.h"
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <poll.h>
 #include <sys/eventfd.h>
 #include <sys/socket.h>
@@ -22,11 +24,14 @@ namespace outbox::util::http {
 namespace {
 
 void Validate(const ServerOptions& options, const std::vector<Route>& routes) {
-  const auto refuse = [](const std::string& what) { throw std::invalid_argument("http server: " + what); };
+  const auto refuse = [](const std::string& what) {
+    throw std::invalid_argument("http server: " + what);
+  };
   if (options.max_connections < 1) refuse("max_connections must be at least 1");
   if (options.max_header_bytes < 256) refuse("max_header_bytes must be at least 256");
   if (options.max_header_count < 1) refuse("max_header_count must be at least 1");
-  if (options.max_requests_per_connection < 1) refuse("max_requests_per_connection must be at least 1");
+  if (options.max_requests_per_connection < 1)
+    refuse("max_requests_per_connection must be at least 1");
   if (options.request_timeout.count() <= 0 || options.keep_alive_timeout.count() <= 0 ||
       options.write_timeout.count() <= 0) {
     refuse("timeouts must be positive");
@@ -37,6 +42,19 @@ void Validate(const ServerOptions& options, const std::vector<Route>& routes) {
              " " + route.path + ")");
     }
   }
+}
+
+// "127.0.0.1:54321" or "[::1]:54321".
+std::string Format(const sockaddr_storage& address) {
+  char host[INET6_ADDRSTRLEN] = "";
+  if (address.ss_family == AF_INET6) {
+    const auto& v6 = reinterpret_cast<const sockaddr_in6&>(address);
+    ::inet_ntop(AF_INET6, &v6.sin6_addr, host, sizeof(host));
+    return "[" + std::string(host) + "]:" + std::to_string(ntohs(v6.sin6_port));
+  }
+  const auto& v4 = reinterpret_cast<const sockaddr_in&>(address);
+  ::inet_ntop(AF_INET, &v4.sin_addr, host, sizeof(host));
+  return std::string(host) + ":" + std::to_string(ntohs(v4.sin_port));
 }
 
 std::optional<PeerCredentials> PeerOf(int fd) {
@@ -140,7 +158,8 @@ void Server::Impl::Run() {
   std::vector<pollfd> polled;
   for (;;) {
     const bool accepting = Clock::now() >= accept_paused_until;
-    polled.assign({{wake_fd, POLLIN, 0}, {listen_fd, static_cast<short>(accepting ? POLLIN : 0), 0}});
+    polled.assign(
+        {{wake_fd, POLLIN, 0}, {listen_fd, static_cast<short>(accepting ? POLLIN : 0), 0}});
     Clock::time_point next = Clock::now() + std::chrono::seconds(60);
     if (!accepting) next = accept_paused_until;
     for (const auto& connection : connections) {
@@ -190,11 +209,15 @@ void Server::Impl::Serve(const std::vector<pollfd>& polled, Clock::time_point no
 void Server::Impl::Accept(Clock::time_point now) {
   const std::size_t cap = context.options.max_connections;
   for (std::size_t taken = 0; taken < std::max<std::size_t>(1, cap / 2); ++taken) {
-    const int fd = ::accept4(listen_fd, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
+    sockaddr_storage address{};
+    socklen_t length = sizeof(address);
+    const int fd = ::accept4(listen_fd, reinterpret_cast<sockaddr*>(&address), &length,
+                             SOCK_NONBLOCK | SOCK_CLOEXEC);
     if (fd < 0) {
-      if (errno == EMFILE || errno == ENFILE) accept_paused_until = now + std::chrono::milliseconds(100);
-      const bool expected = errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR ||
-                            errno == ECONNABORTED;
+      if (errno == EMFILE || errno == ENFILE)
+        accept_paused_until = now + std::chrono::milliseconds(100);
+      const bool expected =
+          errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR || errno == ECONNABORTED;
       if (!expected && context.error_log && now >= next_accept_error_log) {
         context.error_log(std::string("http: accept: ") + std::strerror(errno));
         next_accept_error_log = now + std::chrono::minutes(1);  // not ten lines a second
@@ -204,15 +227,16 @@ void Server::Impl::Accept(Clock::time_point now) {
     if (connections.size() >= cap) EvictOne();
     std::optional<PeerCredentials> peer;
     if (unix_socket) peer = PeerOf(fd);
-    connections.push_back(std::make_unique<Connection>(fd, peer, context, now));
+    connections.push_back(
+        std::make_unique<Connection>(fd, peer, unix_socket ? "" : Format(address), context, now));
   }
 }
 
 // The longest-idle or oldest incomplete connection; one writing a response
 // only when all are.
 void Server::Impl::EvictOne() {
-  const auto victim = std::min_element(
-      connections.begin(), connections.end(), [](const auto& a, const auto& b) {
+  const auto victim =
+      std::min_element(connections.begin(), connections.end(), [](const auto& a, const auto& b) {
         if (a->writing() != b->writing()) return !a->writing();
         return a->since() < b->since();
       });

@@ -66,6 +66,8 @@ struct Request {
   std::string body;  // empty unless the route declares max_body_bytes
   // Set for connections on a Unix socket, nullopt on TCP.
   std::optional<PeerCredentials> peer;
+  // The TCP peer as "127.0.0.1:54321" or "[::1]:54321"; "" on a Unix socket.
+  std::string remote_address;
 
   // The first header of that name (case-insensitive), or nullopt.
   std::optional<std::string_view> Header(std::string_view name) const;
