@@ -355,11 +355,6 @@ void Daemon::Impl::Reload() {
                  fresh_config.admin.listen);
     fresh_config.admin.listen = config.admin.listen;
   }
-  if (admin) admin->SetTokens(fresh_config.admin.tokens);
-  {
-    std::lock_guard lock(printed_mutex);
-    printed_config = agent::EffectiveConfigJson(fresh_config);
-  }
   if (fresh_config.metrics_listen != config.metrics_listen) {
     logger->warn("metrics.listen changed to \"{}\"; it takes effect after a restart",
                  fresh_config.metrics_listen);
@@ -375,6 +370,12 @@ void Daemon::Impl::Reload() {
   try {
     fresh->Start();
     config = std::move(fresh_config);
+    // The tokens and the printed config of the configuration that runs.
+    if (admin) admin->SetTokens(config.admin.tokens);
+    {
+      std::lock_guard lock(printed_mutex);
+      printed_config = agent::EffectiveConfigJson(config);
+    }
     logger->info("reloaded topics={}", config.options.topics.size());
   } catch (const std::exception& e) {
     logger->error("the reloaded configuration does not start ({}); back to the previous one",
