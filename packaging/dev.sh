@@ -45,7 +45,8 @@ packages=(
   golang-go golang-github-mattn-go-sqlite3-dev
   nats-server mosquitto libnats-dev libmosquitto-dev
   rabbitmq-server librabbitmq-dev python3-pika
-  zlib1g-dev tmux
+  zlib1g-dev tmux libsystemd-dev
+  chromium chromium-driver python3-selenium
 )
 # The system services that packages installed here ship (or pull in).
 # dev.sh needs their programs, never the services: installing one starts
@@ -255,9 +256,9 @@ cmd_test() {
   CC=clang-14 CXX=clang++-14 configure_and_build build-asan \
     -DCMAKE_BUILD_TYPE=Debug -DOUTBOX_SANITIZE=address,undefined
   stage_done
-  stage "tests (ASan + UBSan): every label but slow and broker"
+  stage "tests (ASan + UBSan): every label but slow, broker and browser"
   ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1 \
-    run_tests build-asan -LE 'slow|broker' "${skip[@]}"
+    run_tests build-asan -LE 'slow|broker|browser' "${skip[@]}"
 
   stage_done
 

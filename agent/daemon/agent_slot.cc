@@ -23,4 +23,22 @@ std::optional<std::string> AgentSlot::RenderMetrics(agent::MetricsFormat format)
   return agent::RenderMetrics(agent_->Snapshot(), format, created_ms_);
 }
 
+std::optional<agent::MetricsSnapshot> AgentSlot::Snapshot() {
+  std::lock_guard lock(mutex_);
+  if (agent_ == nullptr) return std::nullopt;
+  return agent_->Snapshot();
+}
+
+std::vector<agent::BreakerState> AgentSlot::Breakers() {
+  std::lock_guard lock(mutex_);
+  if (agent_ == nullptr) return {};
+  return agent_->Breakers();
+}
+
+std::optional<agent::Liveness> AgentSlot::CheckLiveness() {
+  std::lock_guard lock(mutex_);
+  if (agent_ == nullptr || !agent_->Running()) return std::nullopt;
+  return agent_->CheckLiveness();
+}
+
 }  // namespace outbox::daemon

@@ -25,6 +25,13 @@ class AgentSlot {
   // The metrics in `format`, or nullopt when no agent is in the slot. Throws
   // what Agent::Snapshot throws (a failed database read).
   std::optional<std::string> RenderMetrics(agent::MetricsFormat format);
+  // The agent's Snapshot(), or nullopt when no agent is in the slot. Throws
+  // as Agent::Snapshot.
+  std::optional<agent::MetricsSnapshot> Snapshot();
+  // The agent's circuit breakers; none when no agent is in the slot.
+  std::vector<agent::BreakerState> Breakers();
+  // The agent's CheckLiveness(), or nullopt when no agent is in the slot.
+  std::optional<agent::Liveness> CheckLiveness();
 
  private:
   // The counters count from here: they live as long as the daemon (reloads

@@ -18,10 +18,13 @@
 #include <utility>
 #include <vector>
 
+#include "admin_server.h"
 #include "agent_slot.h"
 #include "config_file.h"
+#include "heartbeat.h"
 #include "logging.h"
 #include "metrics_server.h"
+#include "service_notify.h"
 #include "util/listen_address.h"
 
 namespace outbox::daemon {
@@ -183,6 +186,13 @@ struct Daemon::Impl {
   std::shared_ptr<agent::Metrics> metrics = std::make_shared<agent::Metrics>();
   AgentSlot slot;
   std::optional<MetricsServer> server;  // after slot: it serves from the slot
+  // The effective config, redacted, for the admin API's thread.
+  std::mutex printed_mutex;
+  std::string printed_config;  // guarded by printed_mutex
+  std::optional<AdminServer> admin;  // after slot: it serves from the slot
+  ServiceNotifier notifier;
+  Heartbeat heartbeat{notifier, slot, logger,
+                      std::chrono::milliseconds(config.options.sweep_interval_ms)};
 
   // Signals handed in by Signal(), woken through `wake`.
   std::mutex queue_mutex;
@@ -218,6 +228,22 @@ int Daemon::Impl::Start() {
     logger->info("metrics listening on {}:{}", address->host, server->port());
   }
 
+  if (!config.admin.listen.empty()) {
+    printed_config = agent::EffectiveConfigJson(config);
+    try {
+      admin.emplace(config.admin, options.db_path, slot, metrics,
+                    [this] {
+                      std::lock_guard lock(printed_mutex);
+                      return printed_config;
+                    },
+                    logger);
+    } catch (const std::exception& e) {
+      logger->critical("{}", e.what());
+      return kExitFailure;
+    }
+    logger->info("admin console on {} (port {})", config.admin.listen, admin->port());
+  }
+
   try {
     agent->Start();
   } catch (const std::invalid_argument& e) {
@@ -231,8 +257,11 @@ int Daemon::Impl::Start() {
   }
   slot.Put(std::move(agent));
   if (server) server->Start();
+  if (admin) admin->Start();
   logger->info("outboxd started db={} config={} topics={}", options.db_path, options.config_path,
                config.options.topics.size());
+  // The schema is checked and the agent runs: systemd may start what needs us.
+  notifier.Ready(heartbeat.Summary());
   return kExitOk;
 }
 
@@ -248,6 +277,9 @@ int Daemon::Impl::Wait() {
     if (signal == SIGHUP) {
       stop.begun() ? logger->info("SIGHUP ignored: stopping") : Reload();
     } else if (!stop.begun()) {
+      notifier.Stopping();
+      heartbeat.AgentChanged(std::chrono::milliseconds(config.options.sweep_interval_ms),
+                             "stopping");
       // Out of the slot first: /healthz turns 503 and no handler uses it.
       stop.Begin(signal, slot.Take());
     } else {
@@ -260,10 +292,11 @@ int Daemon::Impl::Wait() {
     pollfd fds[3] = {{stop.done_fd(), POLLIN, 0},
                      {wake.get(), POLLIN, 0},
                      {signal_fd ? signal_fd->get() : -1, POLLIN, 0}};
-    if (::poll(fds, 3, -1) < 0) {
+    if (::poll(fds, 3, heartbeat.PollTimeoutMs()) < 0) {
       if (errno == EINTR) continue;
       throw std::system_error(errno, std::generic_category(), "poll");
     }
+    heartbeat.Beat();
     if ((fds[0].revents & POLLIN) != 0) break;
     signalfd_siginfo info{};
     if ((fds[2].revents & POLLIN) != 0 &&
@@ -294,6 +327,17 @@ int Daemon::Impl::Wait() {
 // a restart.
 void Daemon::Impl::Reload() {
   logger->info("SIGHUP received: reloading {}", options.config_path);
+  notifier.Reloading();
+  // READY=1 again whatever the outcome: the daemon runs on (systemd waits
+  // for it after RELOADING=1).
+  struct ReadyAgain {
+    Impl& impl;
+    ~ReadyAgain() {
+      impl.heartbeat.AgentChanged(std::chrono::milliseconds(impl.config.options.sweep_interval_ms),
+                                  impl.slot.Running() ? "" : "the configuration does not start");
+      impl.notifier.Ready(impl.heartbeat.Summary());
+    }
+  } ready_again{*this};
   agent::Config fresh_config;
   std::unique_ptr<agent::Agent> fresh;
   try {
@@ -305,6 +349,11 @@ void Daemon::Impl::Reload() {
   }
   for (const std::string& warning : fresh_config.warnings) {
     logger->warn("{}: {}", options.config_path, warning);
+  }
+  if (fresh_config.admin.listen != config.admin.listen) {
+    logger->warn("admin.listen changed to \"{}\"; it takes effect after a restart",
+                 fresh_config.admin.listen);
+    fresh_config.admin.listen = config.admin.listen;
   }
   if (fresh_config.metrics_listen != config.metrics_listen) {
     logger->warn("metrics.listen changed to \"{}\"; it takes effect after a restart",
@@ -321,6 +370,12 @@ void Daemon::Impl::Reload() {
   try {
     fresh->Start();
     config = std::move(fresh_config);
+    // The tokens and the printed config of the configuration that runs.
+    if (admin) admin->SetTokens(config.admin.tokens);
+    {
+      std::lock_guard lock(printed_mutex);
+      printed_config = agent::EffectiveConfigJson(config);
+    }
     logger->info("reloaded topics={}", config.options.topics.size());
   } catch (const std::exception& e) {
     logger->error("the reloaded configuration does not start ({}); back to the previous one",

@@ -173,6 +173,9 @@ void Agent::Start() {
     std::lock_guard lock(d.abort_mutex);
     for (const auto& [name, route] : d.routes.routes()) d.abortable.push_back(route->handler);
   }
+  const std::int64_t started_ns = std::chrono::steady_clock::now().time_since_epoch().count();
+  rt.sweeper_pass_ns.store(started_ns);
+  rt.writer_commit_ns.store(started_ns);
   d.running.store(true);
   d.sweeper->Start();
   if (rt.options.watch_external_commits) {
@@ -243,6 +246,26 @@ bool Agent::Running() const { return impl_->running.load(); }
 const std::string& Agent::database_id() const { return impl_->rt.database_id; }
 const std::string& Agent::owner() const { return impl_->rt.owner; }
 std::int64_t Agent::WriterTransactions() const { return impl_->rt.writer->transactions(); }
+
+std::vector<BreakerState> Agent::Breakers() const { return impl_->routes.BreakerStates(); }
+
+Liveness Agent::CheckLiveness() {
+  Runtime& rt = impl_->rt;
+  if (impl_->running.load() && !rt.writer_probe_queued.exchange(true)) {
+    // An empty transaction: BEGIN IMMEDIATE and COMMIT, nothing written. It
+    // stays queued while another connection holds the write lock.
+    Writer::Task probe;
+    probe.apply = [](store::Store&) {};
+    probe.after_commit = [&rt] {
+      rt.writer_commit_ns.store(std::chrono::steady_clock::now().time_since_epoch().count());
+      rt.writer_probe_queued.store(false);
+    };
+    rt.writer->Submit(std::move(probe));
+  }
+  using Steady = std::chrono::steady_clock;
+  return {Steady::time_point(Steady::duration(rt.writer_commit_ns.load())),
+          Steady::time_point(Steady::duration(rt.sweeper_pass_ns.load()))};
+}
 
 bool Agent::RunDue(std::chrono::milliseconds timeout) {
   Impl& d = *impl_;

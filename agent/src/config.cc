@@ -4,6 +4,7 @@
 // the value of a secret never appears in an error or a warning.
 #include <rapidjson/document.h>
 #include <rapidjson/error/en.h>
+#include <sys/stat.h>
 
 #include <algorithm>
 #include <cctype>
@@ -30,6 +31,9 @@ namespace outbox::agent {
 namespace {
 
 using rapidjson::Value;
+
+// An admin token shorter than this is refused: 128 bits of hex.
+constexpr std::size_t kMinAdminTokenBytes = 32;
 
 // --- key paths --------------------------------------------------------------
 
@@ -702,6 +706,68 @@ void ReadLimits(Section& section, store::Limits& limits) {
   section.WarnUnknown();
 }
 
+// An admin token's secret: env: or file: only (never inline), a file that
+// others cannot read or write, and long enough not to be guessed.
+std::string ReadAdminSecret(Section& token) {
+  std::string reference;
+  const std::string path = token.PathOf("token");
+  if (!token.Read("token", reference)) Fail(path, "required key is missing");
+  if (!IsSecretReference(reference)) {
+    Fail(path, R"(expected a secret reference "env:NAME" or "file:PATH"; tokens are never inline)");
+  }
+  if (reference.rfind("file:", 0) == 0) {
+    struct stat info {};
+    const std::string file = reference.substr(5);
+    if (::stat(file.c_str(), &info) == 0 && (info.st_mode & (S_IROTH | S_IWOTH)) != 0) {
+      char mode[8];
+      std::snprintf(mode, sizeof mode, "%04o", static_cast<unsigned>(info.st_mode & 07777));
+      Fail(path, file + " is mode " + mode + ": others may read or write it (chmod o-rw)");
+    }
+  }
+  std::string secret = transport::ResolveSecret(reference, path);
+  if (secret.size() < kMinAdminTokenBytes) {
+    Fail(path, "the token is shorter than " + std::to_string(kMinAdminTokenBytes) +
+                   " bytes (e.g. `openssl rand -hex 32`)");
+  }
+  return secret;
+}
+
+void ReadAdmin(Section& admin, AdminConfig& out) {
+  out.listen = "127.0.0.1:9465";
+  admin.Read("listen", out.listen);
+  if (out.listen.empty() || (out.listen[0] != '/' && !util::ParseListenAddress(out.listen))) {
+    Fail(admin.PathOf("listen"),
+         R"(expected "host:port" such as "127.0.0.1:9465" or an absolute Unix socket path)");
+  }
+  const Value* tokens = admin.Find("tokens");
+  const std::string tokens_path = admin.PathOf("tokens");
+  if (tokens == nullptr || !tokens->IsArray() || tokens->Empty()) {
+    Fail(tokens_path, "expected a list of at least one {name, token, role}");
+  }
+  std::set<std::string> names;
+  for (rapidjson::SizeType i = 0; i < tokens->Size(); ++i) {
+    Section token((*tokens)[i], tokens_path + "[" + std::to_string(i) + "]", admin.warnings());
+    AdminToken read;
+    if (!token.Read("name", read.name) || read.name.empty() || read.name.size() > 64 ||
+        !std::all_of(read.name.begin(), read.name.end(), [](char c) {
+          return std::isalnum(static_cast<unsigned char>(c)) != 0 || c == '-' || c == '_' ||
+                 c == '.' || c == '@';
+        })) {
+      Fail(token.PathOf("name"), "expected 1 to 64 letters, digits or - _ . @");
+    }
+    if (!names.insert(read.name).second) Fail(token.PathOf("name"), "name given twice");
+    read.secret = ReadAdminSecret(token);
+    if (!token.ReadChoice<AdminToken::Role>(
+            "role", {{"read", AdminToken::Role::kRead}, {"operate", AdminToken::Role::kOperate}},
+            read.role)) {
+      Fail(token.PathOf("role"), R"(required key is missing ("read" or "operate"))");
+    }
+    token.WarnUnknown();
+    out.tokens.push_back(std::move(read));
+  }
+  admin.WarnUnknown();
+}
+
 std::string SyntaxError(std::string_view json, std::size_t offset, rapidjson::ParseErrorCode code) {
   offset = std::min(offset, json.size());
   const std::string_view before = json.substr(0, offset);
@@ -763,6 +829,7 @@ Config ParseConfig(std::string_view json) {
     log->ReadChoice<std::string>("format", {{"text", "text"}, {"json", "json"}}, config.log_format);
     log->WarnUnknown();
   }
+  if (auto admin = root.Object("admin")) ReadAdmin(*admin, config.admin);
   ReadTopics(root, options, lease_written, config.adjustments);
   root.WarnUnknown();
   return config;

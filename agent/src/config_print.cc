@@ -241,6 +241,22 @@ std::string EffectiveConfigJson(const Config& config) {
   String(w, "listen", config.metrics_listen);
   Int(w, "max_topics", o.metrics_max_topics);
   w.EndObject();
+  if (!config.admin.listen.empty()) {
+    Key(w, "admin");
+    w.StartObject();
+    String(w, "listen", config.admin.listen);
+    Key(w, "tokens");
+    w.StartArray();
+    for (const AdminToken& token : config.admin.tokens) {
+      w.StartObject();
+      String(w, "name", token.name);
+      String(w, "token", "<redacted>");
+      String(w, "role", token.role == AdminToken::Role::kOperate ? "operate" : "read");
+      w.EndObject();
+    }
+    w.EndArray();
+    w.EndObject();
+  }
   Key(w, "log");
   w.StartObject();
   String(w, "level", config.log_level);

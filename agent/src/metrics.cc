@@ -32,6 +32,8 @@ struct Metrics::Impl {
   std::int64_t sweeper_errors = 0;                  // guarded by mutex
   int sweeper_consecutive_failures = 0;             // guarded by mutex
   std::string sweeper_last_error;                   // guarded by mutex
+  std::int64_t admin_unauthorized = 0;              // guarded by mutex
+  std::int64_t admin_forbidden = 0;                 // guarded by mutex
 
   TopicCounters& For(std::string_view topic) {
     const std::string label = LabelLocked(topic);
@@ -129,6 +131,11 @@ void Metrics::SweeperFailed(std::string_view error) {
   impl_->sweeper_last_error = error;
 }
 
+void Metrics::AdminRefused(int status) {
+  std::lock_guard lock(impl_->mutex);
+  ++(status == 403 ? impl_->admin_forbidden : impl_->admin_unauthorized);
+}
+
 void Metrics::SweeperSucceeded() {
   std::lock_guard lock(impl_->mutex);
   impl_->sweeper_consecutive_failures = 0;
@@ -157,6 +164,8 @@ MetricsSnapshot Metrics::Snapshot() const {
     if (inserted) it->second.latency_buckets.assign(kLatencyBounds.size(), 0);
   }
   snapshot.taken_back_leases = impl_->taken_back;
+  snapshot.admin_unauthorized = impl_->admin_unauthorized;
+  snapshot.admin_forbidden = impl_->admin_forbidden;
   snapshot.sweeper_errors = impl_->sweeper_errors;
   snapshot.sweeper_consecutive_failures = impl_->sweeper_consecutive_failures;
   snapshot.sweeper_last_error = impl_->sweeper_last_error;

@@ -258,6 +258,12 @@ void RenderCounters(Exposition& out, const MetricsSnapshot& snapshot) {
   out.CounterFamily("outbox_sweeper_errors_total",
                     "Sweeper passes that failed (database or disk errors); see /healthz.");
   out.CounterSample("outbox_sweeper_errors_total", {}, snapshot.sweeper_errors);
+  out.CounterFamily("outbox_admin_refused_total",
+                    "Admin API requests refused: no or an unknown token (401), a read token "
+                    "asking to act (403).");
+  out.CounterSample("outbox_admin_refused_total", {{"status", "401"}},
+                    snapshot.admin_unauthorized);
+  out.CounterSample("outbox_admin_refused_total", {{"status", "403"}}, snapshot.admin_forbidden);
 }
 
 void RenderLatency(Exposition& out, const MetricsSnapshot& snapshot) {

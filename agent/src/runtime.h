@@ -64,6 +64,12 @@ struct Runtime {
   std::atomic<std::int64_t> sending{0};
   // Topics with pending rows but no route, as of the last sweep.
   std::atomic<std::int64_t> unrouted_pending{0};
+  // The watchdog's evidence (Agent::CheckLiveness), steady-clock ns: when a
+  // sweeper pass last ended and when the writer last committed, and whether
+  // an empty probe transaction is queued on the writer.
+  std::atomic<std::int64_t> sweeper_pass_ns{0};
+  std::atomic<std::int64_t> writer_commit_ns{0};
+  std::atomic<bool> writer_probe_queued{false};
   // Quarantined rows whose topic has no route, as of the last sweep: they
   // wait and hold nothing up (Probation).
   std::atomic<std::int64_t> quarantined_unrouted{0};

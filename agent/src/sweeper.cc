@@ -58,6 +58,9 @@ void Sweeper::Loop(std::stop_token stop) {
                                std::chrono::seconds(1),
                                std::chrono::milliseconds(rt_.options.sweep_interval_ms)));
     }
+    // A pass that failed still ended: the loop turns. /healthz reports
+    // failing passes; the watchdog looks for a pass that never ends.
+    rt_.sweeper_pass_ns.store(std::chrono::steady_clock::now().time_since_epoch().count());
     rt_.wakeup.WaitUntil(stop, next_full);
   }
 }

@@ -2,7 +2,8 @@
 // it is safe to run beside a live outboxd (short transactions, busy timeout).
 // One file per command group: outboxctl_inspect.cc (init, stats, list, show,
 // audit), outboxctl_repair.cc (retry, purge, enqueue, cancel,
-// mark-delivered), outboxctl_reconcile.cc, outboxctl_archive.cc
+// mark-delivered), outboxctl_bulk.cc (bulk actions by filter, and the filter
+// flags `list` shares), outboxctl_reconcile.cc, outboxctl_archive.cc
 // (archive-restore), outboxctl_top.cc.
 //
 // Exit status: 0 success, 1 the database or the environment failed (also: a
@@ -59,6 +60,7 @@ int main(int argc, char** argv) {
   DeclareReconcileCommands(app, context, commands);
   DeclareArchiveCommands(app, context, commands);
   DeclareTopCommands(app, context, commands);
+  DeclareBulkCommand(app, context, commands);
 
   if (int status = CheckCommandWord(app, CommandWord(argc, argv)); status != 0) return status;
   try {

@@ -45,6 +45,21 @@ void DeclareTopCommands(CLI::App& app, const Context& context, Commands& command
 enum class OpenMode { kReadWrite, kCreate, kReadOnly };
 store::Store Open(const Context& context, OpenMode mode = OpenMode::kReadWrite);
 
+// The console's filter flags (store::MessageQuery), shared by `list` and
+// `bulk`: --key-prefix, --created-from/--created-until,
+// --updated-from/--updated-until, --dead-reason, --error; with
+// `with_basics` also --status, --topic, --key.
+struct QueryArgs {
+  std::string status, topic, key, key_prefix;
+  std::string created_from, created_until, updated_from, updated_until;
+  std::string dead_reason, error;
+  bool Any() const;
+  // Throws std::invalid_argument naming the flag.
+  store::MessageQuery ToQuery(std::int64_t now_ms) const;
+};
+void DeclareQueryFlags(CLI::App& command, QueryArgs& args, bool with_basics);
+void DeclareBulkCommand(CLI::App& app, const Context& context, Commands& commands);
+
 // The login name (SUDO_USER before USER, else the uid) and the host name.
 store::Actor CurrentActor();
 

@@ -60,6 +60,10 @@ struct ListArgs {
   int limit = 100;
   bool blocked = false;
   bool json = false;
+  // The console's filters (store::MessageQuery); any of them, or a cursor,
+  // lists through Operator::ListMessages, as the admin API does.
+  QueryArgs query;
+  std::string cursor;
 };
 
 // The head of each blocked ordering key (docs/ordering.md): the message its
@@ -81,6 +85,23 @@ std::vector<Row> BlockedHeads(store::Store& store, const std::string& topic, int
 }
 
 std::vector<Row> ListRows(store::Store& store, const ListArgs& args) {
+  if (args.query.Any() || !args.cursor.empty()) {
+    if (args.blocked) throw std::invalid_argument("--blocked: give no other filter with it");
+    QueryArgs query = args.query;
+    if (query.status.empty()) query.status = args.status;
+    if (query.topic.empty()) query.topic = args.topic;
+    if (query.key.empty()) query.key = args.key;
+    store::PageRequest page;
+    page.limit = std::min(args.limit, 1000);
+    page.cursor = args.cursor;
+    const store::MessagePage result =
+        store::Operator(store).ListMessages(query.ToQuery(util::NowMs()), page);
+    if (!result.next_cursor.empty()) {
+      std::cerr << "outboxctl: more rows" << (result.scan_bounded ? " may match" : "")
+                << ": --cursor " << result.next_cursor << '\n';
+    }
+    return result.rows;
+  }
   std::optional<store::Status> status;
   if (!args.status.empty()) {
     status = store::ParseStatus(args.status);
@@ -298,6 +319,8 @@ void DeclareInspectCommands(CLI::App& app, const Context& context, Commands& com
                  "only the heads of blocked ordering keys (dead, or waiting for a retry or its "
                  "deliver_at, while later messages of the key wait)");
   list->add_flag("--json", list_args->json, "machine-readable output");
+  DeclareQueryFlags(*list, list_args->query, /*with_basics=*/false);
+  list->add_option("--cursor", list_args->cursor, "go on where the previous page stopped");
   commands.push_back({list, [&context, list_args] { return RunList(context, *list_args); }});
 
   auto forget = std::make_shared<std::string>();

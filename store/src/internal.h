@@ -47,6 +47,9 @@ class StatementUse {
   SQLite::Statement& statement_;
 };
 
+// A row from a statement that selects OUTBOX_ROW_COLUMNS (store.cc).
+Row ReadRowColumns(SQLite::Statement& q);
+
 // Schema: checks, creates or migrates. Defined in schema.cc.
 struct SchemaState {
   int version = 0;          // 0: no outbox schema

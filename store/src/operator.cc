@@ -7,6 +7,7 @@
 #include <unordered_map>
 
 #include "internal.h"
+#include "operator_impl.h"
 #include "sql.h"
 #include "util/rfc3339.h"
 
@@ -109,115 +110,98 @@ std::string RowSelector::Describe() const {
   return out;
 }
 
-struct Operator::Impl {
-  Store& store;
-  std::unordered_map<const char*, std::unique_ptr<SQLite::Statement>> statements;
-
-  SQLite::Statement& Prepare(const char* text) {
-    auto& slot = statements[text];
-    if (!slot) slot = std::make_unique<SQLite::Statement>(store.connection(), text);
-    return *slot;
+void internal::OperatorState::Audit(const Actor& actor, std::string_view action,
+                                    std::int64_t rows, std::optional<std::int64_t> row_id,
+                                    std::string_view detail, std::int64_t now) {
+  StatementUse q(Prepare(sql::kAuditAction));
+  q->bind(1, now);
+  q->bind(2, actor.user);
+  q->bind(3, actor.host);
+  q->bind(4, std::string(action));
+  q->bind(5, rows);
+  if (row_id) {
+    q->bind(6, *row_id);
+  } else {
+    q->bind(6);
   }
+  q->bind(7, std::string(detail));
+  q->exec();
+}
 
-  // One write transaction around `body`, or the caller's if one is open.
-  template <typename Body>
-  auto Atomically(Body&& body) -> decltype(body()) {
-    sqlite3* db = store.connection().getHandle();
-    if (sqlite3_get_autocommit(db) == 0) return body();
-    c_api::RawTransaction transaction(db, "");
-    auto result = body();
-    transaction.Commit();
-    return result;
+namespace {
+
+void RefuseInFlight(internal::OperatorState& impl, const RowSelector& selector, Form form,
+                    std::string_view action) {
+  StatementUse q(impl.Prepare(StatementsOf(form).in_flight));
+  BindSelector(*q, selector, form);
+  if (q->executeStep()) {
+    throw InFlightError(std::string(action) + ": row " +
+                            std::to_string(q->getColumn(0).getInt64()) +
+                            " is in flight (an agent is sending it); nothing changed. Try "
+                            "again once the send has finished",
+                        0);
   }
+}
 
-  void Audit(const Actor& actor, std::string_view action, std::int64_t rows,
-             std::optional<std::int64_t> row_id, std::string_view detail, std::int64_t now) {
-    StatementUse q(Prepare(sql::kAuditAction));
-    q->bind(1, now);
-    q->bind(2, actor.user);
-    q->bind(3, actor.host);
-    q->bind(4, std::string(action));
-    q->bind(5, rows);
-    if (row_id) {
-      q->bind(6, *row_id);
-    } else {
-      q->bind(6);
+// A guarded update of the selected rows plus its audit row.
+int Change(internal::OperatorState& impl, const char* FormStatements::*statement,
+           const RowSelector& selector, const Actor& actor, std::string_view action, bool refuse_in_flight,
+           std::int64_t now) {
+  const Form form = FormOf(selector);
+  return impl.Atomically([&] {
+    if (refuse_in_flight) RefuseInFlight(impl, selector, form, action);
+    int changed = 0;
+    {
+      StatementUse q(impl.Prepare(StatementsOf(form).*statement));
+      BindSelector(*q, selector, form);
+      q->bind(6, now);
+      changed = q->exec();
     }
-    q->bind(7, std::string(detail));
-    q->exec();
-  }
+    impl.Audit(actor, action, changed, selector.id, selector.Describe(), now);
+    return changed;
+  });
+}
 
-  void RefuseInFlight(const RowSelector& selector, Form form, std::string_view action) {
-    StatementUse q(Prepare(StatementsOf(form).in_flight));
-    BindSelector(*q, selector, form);
-    if (q->executeStep()) {
-      throw InFlightError(std::string(action) + ": row " +
-                              std::to_string(q->getColumn(0).getInt64()) +
-                              " is in flight (an agent is sending it); nothing changed. Try "
-                              "again once the send has finished",
-                          0);
+int ForEachId(internal::OperatorState& impl, const char* text, std::span<const std::int64_t> ids,
+              const Actor& actor, std::string_view action, std::int64_t now) {
+  return impl.Atomically([&] {
+    int changed = 0;
+    {
+      StatementUse q(impl.Prepare(text));
+      for (std::int64_t id : ids) {
+        q->bind(1, id);
+        q->bind(2, now);
+        changed += q->exec();
+        q->reset();
+      }
     }
-  }
+    impl.Audit(actor, action, changed, ids.size() == 1 ? std::optional(ids[0]) : std::nullopt,
+               std::to_string(ids.size()) + " ids given", now);
+    return changed;
+  });
+}
+}  // namespace
 
-  // A guarded update of the selected rows plus its audit row.
-  int Change(const char* FormStatements::*statement, const RowSelector& selector,
-             const Actor& actor, std::string_view action, bool refuse_in_flight,
-             std::int64_t now) {
-    const Form form = FormOf(selector);
-    return Atomically([&] {
-      if (refuse_in_flight) RefuseInFlight(selector, form, action);
-      int changed = 0;
-      {
-        StatementUse q(Prepare(StatementsOf(form).*statement));
-        BindSelector(*q, selector, form);
-        q->bind(6, now);
-        changed = q->exec();
-      }
-      Audit(actor, action, changed, selector.id, selector.Describe(), now);
-      return changed;
-    });
-  }
-
-  int ForEachId(const char* text, std::span<const std::int64_t> ids, const Actor& actor,
-                std::string_view action, std::int64_t now) {
-    return Atomically([&] {
-      int changed = 0;
-      {
-        StatementUse q(Prepare(text));
-        for (std::int64_t id : ids) {
-          q->bind(1, id);
-          q->bind(2, now);
-          changed += q->exec();
-          q->reset();
-        }
-      }
-      Audit(actor, action, changed, ids.size() == 1 ? std::optional(ids[0]) : std::nullopt,
-            std::to_string(ids.size()) + " ids given", now);
-      return changed;
-    });
-  }
-};
-
-Operator::Operator(Store& store) : impl_(std::make_unique<Impl>(Impl{store, {}})) {}
+Operator::Operator(Store& store) : impl_(std::make_unique<Impl>(Impl{{store, {}}})) {}
 Operator::~Operator() = default;
 
 int Operator::MarkDelivered(const RowSelector& selector, const Actor& actor, std::int64_t now) {
   return Wrap("mark delivered", [&] {
-    return impl_->Change(&FormStatements::mark_delivered, selector, actor, "mark-delivered",
+    return Change(*impl_, &FormStatements::mark_delivered, selector, actor, "mark-delivered",
                          /*refuse_in_flight=*/true, now);
   });
 }
 
 int Operator::Cancel(const RowSelector& selector, const Actor& actor, std::int64_t now) {
   return Wrap("cancel", [&] {
-    return impl_->Change(&FormStatements::cancel, selector, actor, "cancel",
+    return Change(*impl_, &FormStatements::cancel, selector, actor, "cancel",
                          /*refuse_in_flight=*/true, now);
   });
 }
 
 int Operator::Retry(const RowSelector& selector, const Actor& actor, std::int64_t now) {
   return Wrap("retry", [&] {
-    return impl_->Change(&FormStatements::retry, selector, actor, "retry",
+    return Change(*impl_, &FormStatements::retry, selector, actor, "retry",
                          /*refuse_in_flight=*/false, now);
   });
 }
@@ -236,14 +220,14 @@ int Operator::PurgeDeadBatch(const RowSelector& selector, int batch) {
 int Operator::Requeue(std::span<const std::int64_t> ids, const Actor& actor,
                       std::string_view action, std::int64_t now) {
   return Wrap("requeue", [&] {
-    return impl_->ForEachId(sql::kRequeueDelivered, ids, actor, action, now);
+    return ForEachId(*impl_, sql::kRequeueDelivered, ids, actor, action, now);
   });
 }
 
 int Operator::MarkDeliveredIds(std::span<const std::int64_t> ids, const Actor& actor,
                                std::string_view action, std::int64_t now) {
   return Wrap("mark delivered", [&] {
-    return impl_->ForEachId(sql::kMarkDeliveredId, ids, actor, action, now);
+    return ForEachId(*impl_, sql::kMarkDeliveredId, ids, actor, action, now);
   });
 }
 

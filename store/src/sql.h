@@ -1344,6 +1344,54 @@ inline constexpr char kListAudit[] =
     "SELECT id, at, actor, host, action, rows, row_id, detail FROM outbox_audit"
     " WHERE at >= ?1 ORDER BY at, id LIMIT ?2";
 
+// --- the operator's console (store/src/console.cc) ----------------------------
+//
+// Walks over outbox in one index's order, each bounded by a LIMIT; the
+// console checks the rest of a filter row by row (console.cc says why). The
+// rows carry no payload and no headers. Each walk seeks past a cursor made
+// of its order's columns, so a page costs a seek plus the rows it reads.
+#define OUTBOX_CONSOLE_COLUMNS "SELECT " OUTBOX_ROW_COLUMNS_WITH("X''", "NULL") " FROM outbox"
+// Newest first. ?1 ids below, ?2 limit
+inline constexpr char kWalkById[] =
+    OUTBOX_CONSOLE_COLUMNS " WHERE id < ?1 ORDER BY id DESC LIMIT ?2";
+// One status in outbox_claim's order. ?1 status, ?2..?4 (topic,
+// next_attempt_at, id) after, ?5 limit
+inline constexpr char kWalkByStatus[] =
+    OUTBOX_CONSOLE_COLUMNS " WHERE status = ?1 AND (topic, next_attempt_at, id) > (?2, ?3, ?4)"
+    " ORDER BY topic, next_attempt_at, id LIMIT ?5";
+// One status of one topic. ?1 status, ?2 topic, ?3..?4 (next_attempt_at, id)
+// after, ?5 limit
+inline constexpr char kWalkByStatusTopic[] =
+    OUTBOX_CONSOLE_COLUMNS " WHERE status = ?1 AND topic = ?2 AND (next_attempt_at, id) > (?3, ?4)"
+    " ORDER BY next_attempt_at, id LIMIT ?5";
+// One topic in msg_key order (the UNIQUE(topic, msg_key) index). ?1 topic,
+// ?2 the first key (From: inclusive, After: exclusive), ?3 the end of the
+// range (exclusive; a BLOB sorts after every text, so X'' means none),
+// ?4 limit
+inline constexpr char kWalkByKeyFrom[] =
+    OUTBOX_CONSOLE_COLUMNS " WHERE topic = ?1 AND msg_key >= ?2 AND msg_key < ?3"
+    " ORDER BY msg_key LIMIT ?4";
+inline constexpr char kWalkByKeyAfter[] =
+    OUTBOX_CONSOLE_COLUMNS " WHERE topic = ?1 AND msg_key > ?2 AND msg_key < ?3"
+    " ORDER BY msg_key LIMIT ?4";
+#undef OUTBOX_CONSOLE_COLUMNS
+// The overview's counts of undelivered rows per topic. ?1 now
+inline constexpr char kOverviewCounts[] =
+    "SELECT topic, sum(status = 0), sum(status = 0 AND next_attempt_at <= ?1), sum(status = 3),"
+    " sum(status = 2), min(CASE WHEN status = 0 AND next_attempt_at <= ?1 THEN next_attempt_at END)"
+    " FROM outbox WHERE status IN (0, 2, 3) GROUP BY topic ORDER BY topic";
+// Deliveries since ?1, per topic (outbox_retention).
+inline constexpr char kOverviewDelivered[] =
+    "SELECT topic, count(*) FROM outbox WHERE status = 1 AND updated_at >= ?1 GROUP BY topic";
+#define OUTBOX_AUDIT_COLUMNS "SELECT id, at, actor, host, action, rows, row_id, detail FROM outbox_audit"
+// Newest first. ?1 ids below, ?2 limit
+inline constexpr char kAuditPage[] =
+    OUTBOX_AUDIT_COLUMNS " WHERE id < ?1 ORDER BY id DESC LIMIT ?2";
+// The entries naming row ?3.
+inline constexpr char kAuditOfRow[] =
+    OUTBOX_AUDIT_COLUMNS " WHERE row_id = ?3 AND id < ?1 ORDER BY id DESC LIMIT ?2";
+#undef OUTBOX_AUDIT_COLUMNS
+
 // --- inbox (the receiving side) -------------------------------------------------
 //
 // Installed by Inbox itself, not by a migration of the outbox schema: a

@@ -152,6 +152,8 @@ void CheckBatch(int batch) {
 
 }  // namespace
 
+Row internal::ReadRowColumns(SQLite::Statement& q) { return ReadRow(q); }
+
 struct Store::Impl {
   Options options;
   std::unique_ptr<SQLite::Database> db;

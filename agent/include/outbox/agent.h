@@ -332,6 +332,9 @@ struct MetricsSnapshot {
   std::int64_t sweeper_errors = 0;
   int sweeper_consecutive_failures = 0;
   std::string sweeper_last_error;
+  // Admin API requests refused with 401 and with 403.
+  std::int64_t admin_unauthorized = 0;
+  std::int64_t admin_forbidden = 0;
 };
 
 // Consecutive failed sweeper passes after which an agent is in trouble: one
@@ -362,6 +365,8 @@ class Metrics {
   // A sweeper pass threw `error` / finished without error.
   void SweeperFailed(std::string_view error);
   void SweeperSucceeded();
+  // The admin API refused a request: 401 or 403.
+  void AdminRefused(int status);
 
   // Counters only; never touches the database, so it answers even when the
   // database is what is broken.
@@ -381,6 +386,13 @@ std::string RenderPrometheus(const MetricsSnapshot& snapshot);
 
 // ---------------------------------------------------------------------------
 // The agent.
+
+// Steady-clock times of an agent's last signs of progress; both start at
+// Agent::Start().
+struct Liveness {
+  std::chrono::steady_clock::time_point writer;   // last committed transaction
+  std::chrono::steady_clock::time_point sweeper;  // last sweeper pass that ended
+};
 
 class Agent {
  public:
@@ -432,8 +444,16 @@ class Agent {
   const std::string& owner() const;
   // Counters plus a fresh read of the database numbers.
   MetricsSnapshot Snapshot();
+  // The circuit breakers alone (no database read). Thread-safe.
+  std::vector<BreakerState> Breakers() const;
   // Write transactions the writer committed (for tests of group commit).
   std::int64_t WriterTransactions() const;
+  // For a service manager's watchdog (docs/operations.md, "Watchdog"): when
+  // the writer last committed and the sweeper last ended a pass. Also queues
+  // an empty write transaction on the writer when none is queued, so that a
+  // writer with nothing to do still shows that it can take the write lock.
+  // Thread-safe; cheap (no database access on the caller's thread).
+  Liveness CheckLiveness();
 
  private:
   struct Impl;
@@ -468,8 +488,23 @@ class Transaction {
 // ---------------------------------------------------------------------------
 // Configuration file (docs/configuration.md).
 
+// The operator's API and console (docs/operations.md, "Console"): off
+// unless the config has an "admin" section.
+struct AdminToken {
+  enum class Role { kRead, kOperate };
+  std::string name;    // the audit's actor for what this token does
+  std::string secret;  // resolved from env:/file:; never logged or printed
+  Role role = Role::kRead;
+};
+struct AdminConfig {
+  // "" = off. HOST:PORT (loopback by default) or an absolute Unix socket path.
+  std::string listen;
+  std::vector<AdminToken> tokens;
+};
+
 struct Config {
   Options options;
+  AdminConfig admin;
   // Where /metrics and /healthz listen ("" disables), e.g. "127.0.0.1:9464".
   std::string metrics_listen = "127.0.0.1:9464";
   std::string log_level = "info";   // trace, debug, info, warn, error

@@ -809,6 +809,99 @@ struct AuditEntry {
   std::string detail;
 };
 
+// --- the operator's console (outboxctl list and bulk actions, the admin API)
+//
+// A filter over messages. Every field is optional; set fields combine with
+// AND. Three filters are served by an index and answer any page at once:
+// status, topic, topic with a key prefix (and status with topic). The rest
+// (time ranges, dead_reason, text in last_error, a key prefix without a
+// topic, combinations beyond those) are checked row by row over a bounded
+// walk: a page may come back short, with a cursor to continue.
+struct MessageQuery {
+  std::optional<Status> status;
+  std::optional<std::string> topic;
+  std::optional<std::string> key;         // exact msg_key
+  std::optional<std::string> key_prefix;  // msg_key starts with these bytes
+  std::optional<std::int64_t> created_from;   // ms, inclusive
+  std::optional<std::int64_t> created_until;  // ms, exclusive
+  std::optional<std::int64_t> updated_from;
+  std::optional<std::int64_t> updated_until;
+  // Only dead rows with this dead_reason (a dead_reason:: name).
+  std::optional<std::string> dead_reason;
+  // last_error contains this text (ASCII letters compared without case).
+  std::optional<std::string> error_text;
+  // "status=dead topic=orders key_prefix=eu-": for audit rows and messages.
+  // Throws std::invalid_argument for an empty string field or an empty range.
+  std::string Describe() const;
+  // Throws std::invalid_argument naming the first field that makes no sense
+  // (empty strings, a range whose end is not after its start, an unknown
+  // dead_reason).
+  void Validate() const;
+};
+
+// One page of a message list. Rows carry no payload and no headers.
+struct MessagePage {
+  std::vector<Row> rows;
+  // Opaque; pass back for the next page. Empty: nothing more to read.
+  std::string next_cursor;
+  // Rows the walk looked at; equal to the bound when the page came back
+  // short because the bound was reached.
+  std::int64_t scanned = 0;
+  bool scan_bounded = false;
+};
+
+struct PageRequest {
+  int limit = 50;         // rows per page, 1..1000
+  std::string cursor;     // "" for the first page
+  int max_scan = 20'000;  // rows a walk may look at per request, >= limit
+};
+
+// Operator actions that take a filter.
+enum class BulkAction { kRetry, kCancel, kMarkDelivered };
+// "retry", "cancel", "mark-delivered"; and back (nullopt for other names).
+std::string_view BulkActionName(BulkAction action);
+std::optional<BulkAction> ParseBulkAction(std::string_view name);
+
+// What a bulk action would touch or did touch.
+struct BulkCount {
+  // Rows the action changes: retry takes dead rows, cancel and
+  // mark-delivered pending and dead ones. Rows in flight never.
+  std::int64_t matched = 0;
+  // Rows that match the filter but are in flight (left alone).
+  std::int64_t in_flight = 0;
+};
+
+// The confirmation of a previewed bulk action: the count the preview
+// showed, and by how many rows the count may differ now.
+struct BulkConfirmation {
+  std::int64_t expected = 0;
+  std::int64_t tolerance = 0;
+};
+
+struct BulkResult {
+  bool applied = false;    // false: the count moved by more than allowed
+  BulkCount count;         // as found inside the action's transaction
+  std::int64_t changed = 0;
+};
+
+// One topic on the overview: counts of rows not delivered, how late the
+// most overdue row is, deliveries over the last minute and blocked keys.
+struct TopicOverview {
+  std::string topic;
+  std::int64_t pending = 0;    // status pending (due + scheduled)
+  std::int64_t due = 0;        // pending with next_attempt_at <= now
+  std::int64_t scheduled = 0;  // pending, not yet due (deliver_at or a backoff)
+  std::int64_t in_flight = 0;
+  std::int64_t dead = 0;
+  // now - the smallest next_attempt_at among due rows; 0 when none is due.
+  std::int64_t oldest_due_age_ms = 0;
+  // Rows delivered (updated_at) in [now - 60 s, now].
+  std::int64_t delivered_last_minute = 0;
+  // Heads of blocked ordering keys (counted up to kOverviewBlockedCap).
+  std::int64_t blocked_keys = 0;
+};
+inline constexpr int kOverviewBlockedCap = 1000;
+
 // Works on a Store's connection (which must outlive it). Not thread-safe,
 // like the Store. Every method throws std::invalid_argument for a selector
 // that is not exactly one of its three forms, StoreError otherwise.
@@ -886,6 +979,32 @@ class Operator {
                    std::optional<std::int64_t> row_id, std::string_view detail, std::int64_t now);
   // Audit rows with at >= since, oldest first, at most `limit`.
   std::vector<AuditEntry> Audit(std::int64_t since, int limit);
+
+  // --- the console (MessageQuery above) -----------------------------------
+  // A page of the rows `query` selects. Order: by topic, then due time when
+  // the query has a status and no key prefix; by msg_key within a topic
+  // when it has a topic; newest first otherwise. A cursor stays valid while
+  // rows are inserted: no row is skipped or shown twice because of them.
+  // Throws std::invalid_argument for a bad query, limit or cursor (also a
+  // cursor of another query's order).
+  MessagePage ListMessages(const MessageQuery& query, const PageRequest& page);
+  // The dry run: what `action` on `query` would change now.
+  BulkCount CountForAction(BulkAction action, const MessageQuery& query);
+  // The action on every row `query` selects that it may change, in one
+  // write transaction (or the caller's), only if the count found there is
+  // within `confirm.tolerance` of `confirm.expected`; otherwise nothing
+  // changes and applied is false. One audit row per changed message
+  // (action name, row id, the query's Describe()) with `actor`.
+  BulkResult ApplyToMatching(BulkAction action, const MessageQuery& query,
+                             const BulkConfirmation& confirm, const Actor& actor,
+                             std::int64_t now);
+  // Per topic with rows not delivered or delivered in the last minute,
+  // ordered by topic.
+  std::vector<TopicOverview> Overview(std::int64_t now);
+  // Audit rows newest first: ids < before_id (0: from the newest), at most
+  // `limit`; with `row_id`, only the entries naming that row.
+  std::vector<AuditEntry> AuditPage(std::int64_t before_id, int limit,
+                                    std::optional<std::int64_t> row_id = std::nullopt);
 
  private:
   struct Impl;
