@@ -239,7 +239,7 @@ foreach(_lib IN LISTS OUTBOX_INSTALL_LIBRARIES)
       elseif(_item STREQUAL "rabbitmq")
         list(APPEND _outbox_deb_dev_depends librabbitmq-dev)
       elseif(_item STREQUAL "cpp-httplib")
-        # outbox::testing's receiver (testing/CMakeLists.txt).
+        # outbox::testing's receiver (agent/testing/CMakeLists.txt).
         list(APPEND _outbox_deb_dev_depends libcpp-httplib-dev)
       endif()
       continue()
