@@ -23,6 +23,7 @@
 #include "logging.h"
 #include "metrics_server.h"
 #include "util/listen_address.h"
+#include "util/unique_fd.h"
 
 namespace outbox::daemon {
 namespace {
@@ -48,20 +49,7 @@ sigset_t DaemonSignals() {
   return signals;
 }
 
-// An owned file descriptor; -1 for none.
-class Fd {
- public:
-  explicit Fd(int fd) : fd_(fd) {}
-  ~Fd() {
-    if (fd_ >= 0) ::close(fd_);
-  }
-  Fd(const Fd&) = delete;
-  Fd& operator=(const Fd&) = delete;
-  int get() const { return fd_; }
-
- private:
-  int fd_;
-};
+using Fd = util::UniqueFd;
 
 Fd MakeEventFd() {
   const int fd = ::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
@@ -166,6 +154,13 @@ struct Daemon::Impl {
   int Start();
   int Wait();
   void Reload();
+  // After a reload whose configuration did not start: the previous one
+  // again, or no agent at all (saying why on /healthz) when that fails too.
+  void FallBack(const std::string& failure);
+  // Where a service manager hears what the daemon is doing: "" while an
+  // agent runs, else why none does. The daemon itself stays alive in both
+  // states (a supervisor's watchdog belongs to Wait()'s loop, which goes on).
+  void ReportState(const std::string& trouble);
 
   using QueuedSignal = std::pair<int, std::promise<void>>;
   std::optional<QueuedSignal> PopSignal() {
@@ -320,16 +315,42 @@ void Daemon::Impl::Reload() {
   old.reset();
   try {
     fresh->Start();
-    config = std::move(fresh_config);
-    logger->info("reloaded topics={}", config.options.topics.size());
   } catch (const std::exception& e) {
-    logger->error("the reloaded configuration does not start ({}); back to the previous one",
-                  e.what());
-    fresh = MakeAgent(config);
-    fresh->Start();
-    ApplyLogging(*logger, config);
+    fresh.reset();
+    FallBack(e.what());
+    return;
   }
+  config = std::move(fresh_config);
+  logger->info("reloaded topics={}", config.options.topics.size());
   slot.Put(std::move(fresh));
+  ReportState("");
+}
+
+void Daemon::Impl::FallBack(const std::string& failure) {
+  logger->error("the reloaded configuration does not start ({}); back to the previous one",
+                failure);
+  ApplyLogging(*logger, config);
+  try {
+    std::unique_ptr<agent::Agent> previous = MakeAgent(config);
+    previous->Start();
+    slot.Put(std::move(previous));
+    ReportState("");
+    return;
+  } catch (const std::exception& e) {
+    // The database changed under the previous configuration too (a hook's
+    // table dropped, an ordering recorded): the daemon stays up, delivers
+    // nothing and says why until a reload brings a configuration that starts.
+    const std::string reason = "the reloaded configuration does not start (" + failure +
+                               ") and neither does the previous one (" + e.what() +
+                               "); fix " + options.config_path + " and send SIGHUP";
+    logger->critical("no agent runs: {}", reason);
+    slot.MarkDown(reason);
+    ReportState(reason);
+  }
+}
+
+void Daemon::Impl::ReportState(const std::string& trouble) {
+  if (!trouble.empty()) logger->debug("state: {}", trouble);
 }
 
 Daemon::Daemon(DaemonOptions options, agent::Config config,

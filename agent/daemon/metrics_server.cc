@@ -58,7 +58,7 @@ MetricsServer::MetricsServer(const util::ListenAddress& address, AgentSlot& slot
                                           httplib::Response& response) {
     std::optional<std::string> trouble;
     if (!slot.Running()) {
-      trouble = "not running";
+      trouble = slot.WhyNotRunning();
     } else {
       trouble = metrics->Trouble();
     }

@@ -418,7 +418,9 @@ class Agent {
   bool Running() const;
   const std::string& database_id() const;
   const std::string& owner() const;
-  // Counters plus a fresh read of the database numbers.
+  // Counters plus a fresh read of the database numbers. Thread-safe, also
+  // while Start() or Stop() runs on another thread (a scrape during a stop
+  // sees the counters without the database numbers once the stop is done).
   MetricsSnapshot Snapshot();
   // Write transactions the writer committed (for tests of group commit).
   std::int64_t WriterTransactions() const;
