@@ -14,10 +14,12 @@
 #include <algorithm>
 #include <limits>
 #include <mutex>
+#include <thread>
 
 #include "commit_watcher.h"
 #include "delivery_worker.h"
 #include "dispatcher.h"
+#include "in_memory.h"
 #include "ordering_modes.h"
 #include "owner.h"
 #include "route_table.h"
@@ -69,6 +71,25 @@ struct Agent::Impl {
     }
   }
 
+  // RunDue's test: a row in flight, or a due row that a route with a closed
+  // breaker would claim now.
+  bool HasWorkDue() {
+    std::lock_guard lock(stats_mutex);
+    if (!stats_reader) return false;
+    store::ListFilter in_flight;
+    in_flight.status = store::Status::kInFlight;
+    in_flight.limit = 1;
+    if (!stats_reader->List(in_flight).empty()) return true;
+    const std::int64_t now = rt.clock->WallMs();
+    for (const std::string& topic : stats_reader->PendingTopics()) {
+      const Route* route = routes.For(topic);
+      if (route != nullptr && route->breaker->IsClosed() && stats_reader->HasDue(topic, now)) {
+        return true;
+      }
+    }
+    return false;
+  }
+
   // Stop() after the sweeper: queued rows go back, sends in flight get until
   // `deadline`, then every pool is joined.
   void DrainPools(std::chrono::steady_clock::time_point deadline) {
@@ -99,6 +120,7 @@ Agent::Agent(Options options) {
     rt.log = std::make_shared<spdlog::logger>("outbox",
                                               std::make_shared<spdlog::sinks::stderr_sink_mt>());
   }
+  LimitToMemory(rt.options, *rt.log);
   rt.metrics = rt.options.metrics ? rt.options.metrics : std::make_shared<Metrics>();
   rt.owner = rt.options.owner.empty() ? NewOwnerId() : rt.options.owner;
   rt.store_options.path = rt.options.db_path;
@@ -225,11 +247,26 @@ const std::string& Agent::database_id() const { return impl_->rt.database_id; }
 const std::string& Agent::owner() const { return impl_->rt.owner; }
 std::int64_t Agent::WriterTransactions() const { return impl_->rt.writer->transactions(); }
 
+bool Agent::RunDue(std::chrono::milliseconds timeout) {
+  Impl& d = *impl_;
+  if (!d.running.load()) throw std::logic_error("RunDue: the agent is not running");
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  for (;;) {
+    d.rt.wakeup.Notify();
+    if (d.rt.sending.load() == 0 && !d.HasWorkDue()) return true;
+    if (std::chrono::steady_clock::now() >= deadline) return false;
+    // Polls: the outcome of a send is written by the writer thread, which
+    // signals nobody; a millisecond is far below a send's own cost.
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+}
+
 MetricsSnapshot Agent::Snapshot() {
   Impl& d = *impl_;
   MetricsSnapshot snapshot = d.rt.metrics->Snapshot();
   snapshot.breakers = d.routes.BreakerStates();
   std::lock_guard lock(d.stats_mutex);
+  snapshot.quarantined_unrouted = d.rt.quarantined_unrouted.load();
   if (!d.stats_reader) return snapshot;  // stopped (or never started): no routes to ask
   snapshot.db = d.stats_reader->GetStats(d.rt.clock->WallMs());
   snapshot.blocked_keys = d.stats_reader->BlockedKeyCount(d.rt.clock->WallMs());
