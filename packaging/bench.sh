@@ -8,7 +8,9 @@
 #
 # Environment: OUTBOX_BENCH_REPS (repetitions, default 9), OUTBOX_BENCH_SCALE
 # (multiplies every N, default 1), OUTBOX_BENCH_DIR (where database files go,
-# default the system temp dir; it must be a local disk).
+# default the system temp dir; it must be a local disk), OUTBOX_BENCH_SMOKE=1
+# (a smoke run, the ctest `bench` label: every figure must run to its end and
+# print at least one row; speed is not judged).
 set -euo pipefail
 
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -25,6 +27,18 @@ done
 
 rows=$(mktemp)
 trap 'rm -f "$rows"' EXIT
+smoke=${OUTBOX_BENCH_SMOKE:-0}
+
+# Fails the run (status 1) when the step named $1 added no row since $2 rows.
+rows_since() {
+  local now
+  now=$(grep -c '^@row' "$rows" || true)
+  if [ "$now" -le "$2" ]; then
+    printf 'bench.sh: %s printed no result row\n' "$1" >&2
+    status=1
+  fi
+}
+row_count() { grep -c '^@row' "$rows" || true; }
 args=(--reps "$reps" --scale "$scale" --relay "$relay")
 [ -x "$outboxd" ] && args+=(--outboxd "$outboxd")
 [ -n "${OUTBOX_BENCH_DIR:-}" ] && args+=(--dir "$OUTBOX_BENCH_DIR")
@@ -32,11 +46,13 @@ args=(--reps "$reps" --scale "$scale" --relay "$relay")
 start=$(date +%s)
 load_before=$(cut -d' ' -f1-3 /proc/loadavg)
 status=0
-for figure in enqueue store delivery latency scale sidecar ordering; do
+for figure in enqueue store delivery latency scale sidecar commit-latency ordering; do
   printf '=== %s\n' "$figure" >&2
   figure_start=$(date +%s)
+  before=$(row_count)
   # Result rows go to the table; the details (query plans, timings) to stderr.
   "$bench" "$figure" "${args[@]}" | tee -a "$rows" | sed 's/^@row\t/  /' >&2 || status=1
+  rows_since "$figure" "$before"
   printf '    (%ss)\n' "$(( $(date +%s) - figure_start ))" >&2
 done
 
@@ -44,10 +60,13 @@ done
 bytes_bench=$build/tests/bench/bytes_bench
 if [ -x "$bytes_bench" ]; then
   printf '=== bytes\n' >&2
-  bytes_args=(--messages "$(( 1000 * scale ))")
+  bytes_args=(--messages "$(awk -v s="$scale" 'BEGIN { n = int(1000 * s); print (n < 1 ? 1 : n) }')")
   [ -n "${OUTBOX_BENCH_DIR:-}" ] && bytes_args+=(--dir "$OUTBOX_BENCH_DIR")
+  before=$(row_count)
   "$bytes_bench" "${bytes_args[@]}" | tee -a "$rows" | sed 's/^@row\t/  /' >&2 || status=1
+  rows_since bytes_bench "$before"
 else
+  [ "$smoke" = 1 ] && { echo "bench.sh: bytes_bench is not built" >&2; status=1; }
   printf '@row\t7 bytes written per message\tnot measured: bytes_bench not built\t-\t-\t-\t-\n' >>"$rows"
 fi
 
@@ -62,15 +81,18 @@ for binary in "$sink_bench" "$amqp_bench" "$compression_bench"; do
   printf '=== %s\n' "$name" >&2
   if [ ! -x "$binary" ]; then
     printf '@row\t9-10 %s\tnot measured: not built\t-\t-\t-\t-\n' "$name" >>"$rows"
+    [ "$smoke" = 1 ] && { echo "bench.sh: $name is not built" >&2; status=1; }
     continue
   fi
   figure_start=$(date +%s)
   if [ "$name" = sink_bench ] || [ "$name" = amqp_bench ]; then
-    bench_args=("$reps" "$(awk -v s="$scale" 'BEGIN { printf "%d", 3000 * s }')")
+    bench_args=("$reps" "$(awk -v s="$scale" 'BEGIN { n = int(3000 * s); print (n < 1 ? 1 : n) }')")
   else
     bench_args=(50)
   fi
+  before=$(row_count)
   "$binary" "${bench_args[@]}" | tee -a "$rows" | sed 's/^@row\t/  /' >&2 || status=1
+  rows_since "$name" "$before"
   printf '    (%ss)\n' "$(( $(date +%s) - figure_start ))" >&2
 done
 

@@ -14,7 +14,7 @@
 #                            CMake/pkg-config files (packaging/check-package.sh),
 #                            clang ASan+UBSan (all but the `slow` crash test
 #                            and the `broker` tests, which run in the g++
-#                            stage only),
+#                            stage only, and the `bench` smoke run),
 #                            clang TSan (`unit`), and every libFuzzer target
 #                            for FUZZ_SECONDS (default 20) each
 #   packaging/dev.sh bench   build and run the benchmarks (not part of test)
@@ -256,9 +256,9 @@ cmd_test() {
   CC=clang-14 CXX=clang++-14 configure_and_build build-asan \
     -DCMAKE_BUILD_TYPE=Debug -DOUTBOX_SANITIZE=address,undefined
   stage_done
-  stage "tests (ASan + UBSan): every label but slow, broker and browser"
+  stage "tests (ASan + UBSan): every label but slow, broker, browser and bench"
   ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1 \
-    run_tests build-asan -LE 'slow|broker|browser' "${skip[@]}"
+    run_tests build-asan -LE 'slow|broker|browser|bench' "${skip[@]}"
 
   stage_done
 

@@ -5,6 +5,17 @@ namespace outbox::daemon {
 void AgentSlot::Put(std::unique_ptr<agent::Agent> agent) {
   std::lock_guard lock(mutex_);
   agent_ = std::move(agent);
+  down_reason_.clear();
+}
+
+void AgentSlot::MarkDown(std::string reason) {
+  std::lock_guard lock(mutex_);
+  down_reason_ = std::move(reason);
+}
+
+std::string AgentSlot::WhyNotRunning() const {
+  std::lock_guard lock(mutex_);
+  return down_reason_.empty() ? "not running" : "not running: " + down_reason_;
 }
 
 std::unique_ptr<agent::Agent> AgentSlot::Take() {

@@ -17,11 +17,18 @@ namespace outbox::daemon {
 
 class AgentSlot {
  public:
+  // Also forgets the reason MarkDown gave.
   void Put(std::unique_ptr<agent::Agent> agent);
   // The agent, or null; the slot is empty afterwards.
   std::unique_ptr<agent::Agent> Take();
+  // The slot stays empty for `reason` (no configuration starts) until the
+  // next Put.
+  void MarkDown(std::string reason);
   // True when an agent is in the slot and running.
   bool Running() const;
+  // One line for /healthz when Running() is false: "not running", or the
+  // reason MarkDown gave.
+  std::string WhyNotRunning() const;
   // The metrics in `format`, or nullopt when no agent is in the slot. Throws
   // what Agent::Snapshot throws (a failed database read).
   std::optional<std::string> RenderMetrics(agent::MetricsFormat format);
@@ -39,6 +46,7 @@ class AgentSlot {
   const std::int64_t created_ms_ = util::NowMs();
   mutable std::mutex mutex_;
   std::unique_ptr<agent::Agent> agent_;  // guarded by mutex_
+  std::string down_reason_;              // guarded by mutex_; "" = none given
 };
 
 }  // namespace outbox::daemon

@@ -26,6 +26,7 @@
 #include "metrics_server.h"
 #include "service_notify.h"
 #include "util/listen_address.h"
+#include "util/unique_fd.h"
 
 namespace outbox::daemon {
 namespace {
@@ -51,20 +52,7 @@ sigset_t DaemonSignals() {
   return signals;
 }
 
-// An owned file descriptor; -1 for none.
-class Fd {
- public:
-  explicit Fd(int fd) : fd_(fd) {}
-  ~Fd() {
-    if (fd_ >= 0) ::close(fd_);
-  }
-  Fd(const Fd&) = delete;
-  Fd& operator=(const Fd&) = delete;
-  int get() const { return fd_; }
-
- private:
-  int fd_;
-};
+using Fd = util::UniqueFd;
 
 Fd MakeEventFd() {
   const int fd = ::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
@@ -169,6 +157,9 @@ struct Daemon::Impl {
   int Start();
   int Wait();
   void Reload();
+  // After a reload whose configuration did not start: the previous one
+  // again, or no agent at all (saying why on /healthz) when that fails too.
+  void FallBack(const std::string& failure);
 
   using QueuedSignal = std::pair<int, std::promise<void>>;
   std::optional<QueuedSignal> PopSignal() {
@@ -334,7 +325,7 @@ void Daemon::Impl::Reload() {
     Impl& impl;
     ~ReadyAgain() {
       impl.heartbeat.AgentChanged(std::chrono::milliseconds(impl.config.options.sweep_interval_ms),
-                                  impl.slot.Running() ? "" : "the configuration does not start");
+                                  impl.slot.Running() ? "" : impl.slot.WhyNotRunning());
       impl.notifier.Ready(impl.heartbeat.Summary());
     }
   } ready_again{*this};
@@ -369,22 +360,41 @@ void Daemon::Impl::Reload() {
   old.reset();
   try {
     fresh->Start();
-    config = std::move(fresh_config);
-    // The tokens and the printed config of the configuration that runs.
-    if (admin) admin->SetTokens(config.admin.tokens);
-    {
-      std::lock_guard lock(printed_mutex);
-      printed_config = agent::EffectiveConfigJson(config);
-    }
-    logger->info("reloaded topics={}", config.options.topics.size());
   } catch (const std::exception& e) {
-    logger->error("the reloaded configuration does not start ({}); back to the previous one",
-                  e.what());
-    fresh = MakeAgent(config);
-    fresh->Start();
-    ApplyLogging(*logger, config);
+    fresh.reset();
+    FallBack(e.what());
+    return;
   }
+  config = std::move(fresh_config);
+  // The tokens and the printed config of the configuration that runs.
+  if (admin) admin->SetTokens(config.admin.tokens);
+  {
+    std::lock_guard lock(printed_mutex);
+    printed_config = agent::EffectiveConfigJson(config);
+  }
+  logger->info("reloaded topics={}", config.options.topics.size());
   slot.Put(std::move(fresh));
+}
+
+void Daemon::Impl::FallBack(const std::string& failure) {
+  logger->error("the reloaded configuration does not start ({}); back to the previous one",
+                failure);
+  ApplyLogging(*logger, config);
+  try {
+    std::unique_ptr<agent::Agent> previous = MakeAgent(config);
+    previous->Start();
+    slot.Put(std::move(previous));
+    return;
+  } catch (const std::exception& e) {
+    // The database changed under the previous configuration too (a hook's
+    // table dropped, an ordering recorded): the daemon stays up, delivers
+    // nothing and says why until a reload brings a configuration that starts.
+    const std::string reason = "the reloaded configuration does not start (" + failure +
+                               ") and neither does the previous one (" + e.what() +
+                               "); fix " + options.config_path + " and send SIGHUP";
+    logger->critical("no agent runs: {}", reason);
+    slot.MarkDown(reason);
+  }
 }
 
 Daemon::Daemon(DaemonOptions options, agent::Config config,

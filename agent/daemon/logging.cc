@@ -6,8 +6,10 @@
 
 #include <cstdio>
 #include <string>
+#include <string_view>
 
 #include "util/printable.h"
+#include "util/utf8.h"
 
 namespace outbox::daemon {
 namespace {
@@ -17,7 +19,12 @@ class JsonEscapedMessage final : public spdlog::custom_flag_formatter {
  public:
   void format(const spdlog::details::log_msg& message, const std::tm& /*time*/,
               spdlog::memory_buf_t& out) override {
-    for (char c : message.payload) {
+    // Topics, keys and errors come from other applications' rows and from
+    // receivers: bytes that are not UTF-8 would make the line invalid JSON.
+    const std::string_view payload(message.payload.data(), message.payload.size());
+    std::string repaired;
+    if (!util::IsValidUtf8(payload)) repaired = util::ToValidUtf8(payload);
+    for (char c : repaired.empty() ? payload : std::string_view(repaired)) {
       const auto byte = static_cast<unsigned char>(c);
       if (c == '"' || c == '\\') {
         out.push_back('\\');

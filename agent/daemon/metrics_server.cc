@@ -38,7 +38,7 @@ http::Response ServeMetrics(AgentSlot& slot, spdlog::logger& log, const http::Re
 http::Response ServeHealth(AgentSlot& slot, const agent::Metrics& metrics) {
   std::optional<std::string> trouble;
   if (!slot.Running()) {
-    trouble = "not running";
+    trouble = slot.WhyNotRunning();
   } else {
     trouble = metrics.Trouble();
   }

@@ -13,6 +13,7 @@
 #include <spdlog/sinks/stdout_sinks.h>
 
 #include <algorithm>
+#include <limits>
 #include <mutex>
 #include <thread>
 
@@ -31,7 +32,9 @@ namespace outbox::agent {
 
 struct Agent::Impl {
   Runtime rt;
-  RouteTable routes;  // fixed between Start and Stop
+  // Fixed between Start and Stop; Build and Clear run under stats_mutex,
+  // which Snapshot (any thread, any time) holds while it looks routes up.
+  RouteTable routes;
   Dispatcher dispatcher{rt, routes};
   DeliveryWorker worker{rt, &dispatcher};
   std::map<std::string, std::shared_ptr<Handler>, std::less<>> custom_handlers;
@@ -40,7 +43,7 @@ struct Agent::Impl {
   std::atomic<bool> running{false};
 
   std::mutex stats_mutex;
-  std::unique_ptr<store::Store> stats_reader;  // guarded by stats_mutex
+  std::unique_ptr<store::Store> stats_reader;  // guarded by stats_mutex; set while routes are
 
   // Handlers a second Stop() call aborts to cut the first one's grace short.
   std::mutex abort_mutex;
@@ -55,8 +58,10 @@ struct Agent::Impl {
           static_cast<int>(std::max<std::size_t>(1, r->options.endpoint.batch.max_messages));
       r->pool = std::make_unique<WorkerPool>(
           name, r->options.workers,
-          WorkerPool::Capacity{r->options.queue_capacity, r->options.queue_bytes,
-                               rt.options.claim_batch},
+          WorkerPool::Capacity{
+              r->options.queue_capacity, r->options.queue_bytes, rt.options.claim_batch,
+              static_cast<std::int64_t>(std::min<std::size_t>(
+                  r->options.endpoint.batch.max_bytes, std::numeric_limits<std::int64_t>::max()))},
           batch_max,
           [this, r](int index, std::vector<store::Claimed>& batch, bool run) {
             worker.Work(*r, index, batch, run);
@@ -156,16 +161,17 @@ void Agent::Start() {
   Runtime& rt = d.rt;
   if (d.running.load()) return;
   AgreeOrderings(rt);
-  d.routes.Build(rt.options.topics, d.custom_handlers);
-  rt.metrics->SetLabels(d.routes.Names(), rt.options.metrics_max_topics);
-  d.sweeper = std::make_unique<Sweeper>(rt, d.routes, d.dispatcher);
   store::Options read = rt.store_options;
   read.create = false;
   read.cache_kib = 128;  // the stats' scans, which no cache helps
   {
     std::lock_guard lock(d.stats_mutex);
+    d.stats_reader.reset();
+    d.routes.Build(rt.options.topics, d.custom_handlers);
     d.stats_reader = std::make_unique<store::Store>(read);
   }
+  rt.metrics->SetLabels(d.routes.Names(), rt.options.metrics_max_topics);
+  d.sweeper = std::make_unique<Sweeper>(rt, d.routes, d.dispatcher);
   d.StartPools();
   rt.stopping.store(false);
   d.sweeper->TakeBackFromDeadOwners();
@@ -217,9 +223,9 @@ void Agent::Stop(std::chrono::milliseconds grace) {
     std::lock_guard lock(d.abort_mutex);
     d.abortable.clear();
   }
-  d.routes.Clear();
   {
     std::lock_guard lock(d.stats_mutex);
+    d.routes.Clear();
     d.stats_reader.reset();
   }
   rt.log->info("agent stopped: owner={}", rt.owner);
@@ -286,11 +292,10 @@ MetricsSnapshot Agent::Snapshot() {
   MetricsSnapshot snapshot = d.rt.metrics->Snapshot();
   snapshot.breakers = d.routes.BreakerStates();
   std::lock_guard lock(d.stats_mutex);
-  if (d.stats_reader) {
-    snapshot.db = d.stats_reader->GetStats();
-    snapshot.blocked_keys = d.stats_reader->BlockedKeyCount(d.rt.clock->WallMs());
-  }
   snapshot.quarantined_unrouted = d.rt.quarantined_unrouted.load();
+  if (!d.stats_reader) return snapshot;  // stopped (or never started): no routes to ask
+  snapshot.db = d.stats_reader->GetStats(d.rt.clock->WallMs());
+  snapshot.blocked_keys = d.stats_reader->BlockedKeyCount(d.rt.clock->WallMs());
   // Rows, not topics: one forgotten topic with a million rows is a million.
   for (const store::TopicStatusCount& count : snapshot.db.counts) {
     if (count.status == store::Status::kPending && d.routes.For(count.topic) == nullptr) {

@@ -13,6 +13,7 @@
 
 #include "outbox/transport.h"
 #include "row_json.h"
+#include "util/unique_fd.h"
 
 namespace outbox::agent {
 namespace {
@@ -34,17 +35,14 @@ void Compress(const std::string& from, const std::string& to) {
   const auto fail = [&](const std::string& what) {
     throw std::runtime_error("retention.archive_path: cannot " + what);
   };
-  const int in = ::open(from.c_str(), O_RDONLY | O_CLOEXEC);
-  if (in < 0) fail("read " + from);
+  util::UniqueFd in(::open(from.c_str(), O_RDONLY | O_CLOEXEC));
+  if (!in.valid()) fail("read " + from);
   gzFile out = ::gzopen(to.c_str(), "wb");
-  if (out == nullptr) {
-    ::close(in);
-    fail("create " + to);
-  }
+  if (out == nullptr) fail("create " + to);
   std::array<char, 1 << 16> buffer{};
   bool ok = true;
   for (;;) {
-    const ssize_t n = ::read(in, buffer.data(), buffer.size());
+    const ssize_t n = ::read(in.get(), buffer.data(), buffer.size());
     if (n < 0 && errno == EINTR) continue;
     if (n < 0) ok = false;
     if (n <= 0) break;
@@ -53,11 +51,10 @@ void Compress(const std::string& from, const std::string& to) {
       break;
     }
   }
-  ::close(in);
+  in.reset();
   ok = ::gzclose(out) == Z_OK && ok;
-  const int synced = ::open(to.c_str(), O_RDONLY | O_CLOEXEC);
-  ok = ok && synced >= 0 && ::fsync(synced) == 0;
-  if (synced >= 0) ::close(synced);
+  const util::UniqueFd synced(::open(to.c_str(), O_RDONLY | O_CLOEXEC));
+  ok = ok && synced.valid() && ::fsync(synced.get()) == 0;
   if (!ok) {
     std::error_code ignored;
     std::filesystem::remove(to, ignored);
@@ -104,10 +101,9 @@ void ArchiveFile::Append(const std::vector<store::Row>& rows, const std::string&
     text += ArchiveLine(row, database_id);
     text += '\n';
   }
-  const int fd = ::open(path_.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0640);
-  if (fd < 0) throw std::runtime_error("retention.archive_path: cannot open " + path_);
-  const bool ok = WriteAll(fd, text.data(), text.size()) && ::fsync(fd) == 0;
-  ::close(fd);
+  const util::UniqueFd fd(::open(path_.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0640));
+  if (!fd.valid()) throw std::runtime_error("retention.archive_path: cannot open " + path_);
+  const bool ok = WriteAll(fd.get(), text.data(), text.size()) && ::fsync(fd.get()) == 0;
   if (!ok) throw std::runtime_error("retention.archive_path: cannot write " + path_);
 }
 

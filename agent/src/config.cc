@@ -25,6 +25,7 @@
 
 #include "option_limits.h"
 #include "outbox/agent.h"
+#include "util/http_token.h"
 #include "util/listen_address.h"
 
 namespace outbox::agent {
@@ -510,12 +511,7 @@ void ReadSigningSecrets(Section& topic, std::vector<std::string>& secrets) {
 
 // The same characters the insert trigger accepts in a row's schema_version.
 bool IsSchemaVersion(std::string_view version) {
-  constexpr std::string_view kSymbols = "!#$%&'*+-.^_`|~";
-  return !version.empty() && version.size() <= 64 &&
-         std::all_of(version.begin(), version.end(), [&](char c) {
-           return std::isalnum(static_cast<unsigned char>(c)) != 0 ||
-                  kSymbols.find(c) != std::string_view::npos;
-         });
+  return version.size() <= store::kMaxSchemaVersionBytes && util::IsHttpToken(version);
 }
 
 // The URLs themselves are checked with the endpoint (ValidateTopic).

@@ -94,10 +94,8 @@ void DeliveryWorker::WorkRun(Route& route, std::vector<store::Claimed>& run) {
         }
       }
       if (grow) GrowRun(feed, after, topic, key, std::max(1, rows / 4), std::max<std::int64_t>(1, bytes / 4));
-      const std::int64_t now = rt_.clock->WallMs();
-      const store::Row& next = hand.front().row;
       // A lapsed row (and those behind it) may be another agent's now.
-      if (rt_.stopping.load() || (next.lease_expires_at && now >= *next.lease_expires_at)) {
+      if (rt_.stopping.load() || rt_.LeaseLapsed(hand.front())) {
         end_run();
         break;
       }
@@ -124,6 +122,7 @@ void DeliveryWorker::WorkRun(Route& route, std::vector<store::Claimed>& run) {
 bool DeliveryWorker::SendInRun(Route& route, store::Claimed& claimed, bool last,
                                const std::function<void()>& end_run) {
   Loaded item{claimed.lease, std::move(claimed.row), {}, {}};
+  item.lease_boot_until = claimed.lease_boot_until;
   item.claim_next = last;
   item.message_id = transport::MessageId(rt_.database_id, item.row.topic, item.row.key);
   // The rows behind go back before this row's outcome, so that the outcome
@@ -165,7 +164,7 @@ bool DeliveryWorker::SendInRun(Route& route, store::Claimed& claimed, bool last,
     return true;
   }
   end();
-  Resolve(route, item, result);
+  Resolve(route, one, result);
   return false;
 }
 

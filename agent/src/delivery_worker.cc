@@ -41,13 +41,13 @@ void DeliveryWorker::Work(Route& route, int /*index*/, std::vector<store::Claime
     // that waited in the queue past its lease may have been recycled and
     // claimed again meanwhile: it is handed back (a no-op if its token moved
     // on) rather than sent a second time.
-    const std::int64_t now = rt_.clock->WallMs();
     for (store::Claimed& claimed : batch) {
-      if (claimed.row.lease_expires_at && now >= *claimed.row.lease_expires_at) {
+      if (rt_.LeaseLapsed(claimed)) {
         rt_.Revert(claimed.lease);
         continue;
       }
       Loaded item{claimed.lease, std::move(claimed.row), {}, {}};
+      item.lease_boot_until = claimed.lease_boot_until;
       item.message_id = transport::MessageId(rt_.database_id, item.row.topic, item.row.key);
       try {
         if (item.row.headers_json) item.headers = transport::ParseRowHeaders(*item.row.headers_json);
@@ -118,7 +118,7 @@ void DeliveryWorker::Send(Route& route, std::span<Loaded> items) {
     FinishDelivered(route, items, &result);
     return;
   }
-  for (Loaded& item : items) Resolve(route, item, result);
+  Resolve(route, items, result);
 }
 
 bool DeliveryWorker::AwaitRate(Route& route, std::span<Loaded> items) {
@@ -133,9 +133,8 @@ bool DeliveryWorker::AwaitRate(Route& route, std::span<Loaded> items) {
   bool go = rt_.PauseUntil(std::chrono::steady_clock::now() + wait);
   // A row whose lease lapsed during the wait may be another agent's now:
   // the whole send is given back, as Work() does for a lapse in the queue.
-  const std::int64_t wall_now = rt_.clock->WallMs();
   for (const Loaded& item : items) {
-    if (item.row.lease_expires_at && wall_now >= *item.row.lease_expires_at) go = false;
+    if (rt_.LeaseLapsed(item.lease_boot_until, item.row.lease_expires_at)) go = false;
   }
   if (go) return true;
   // Stopping or lapsed: nothing was sent, so nothing is spent.
@@ -144,34 +143,46 @@ bool DeliveryWorker::AwaitRate(Route& route, std::span<Loaded> items) {
   return false;
 }
 
-void DeliveryWorker::Resolve(Route& route, Loaded& item, const HandlerResult& result) {
+void DeliveryWorker::Resolve(Route& route, std::span<Loaded> items, const HandlerResult& result) {
   Breaker& breaker = *route.breaker;
+  // One request is one breaker event and one view of the endpoint for every
+  // member: read before the event, so that a batch whose failure opens the
+  // breaker charges all of its members alike.
   EndpointHealth health;
   health.breaker_closed = breaker.IsClosed();
   health.last_ack_wall_ms = breaker.last_ack_wall_ms();
   health.stopping = rt_.stopping.load();
-  const double unit = result.outcome != Outcome::kDelivered ? rt_.Unit() : 0.0;
   const std::int64_t now = rt_.clock->WallMs();
-  const Decision decision = Decide(item.row, result, health, route.options.retry, now, unit);
+  std::vector<Decision> decisions;
+  decisions.reserve(items.size());
+  for (const Loaded& item : items) {
+    const double unit = result.outcome != Outcome::kDelivered ? rt_.Unit() : 0.0;
+    decisions.push_back(Decide(item.row, result, health, route.options.retry, now, unit));
+  }
+  NoteEndpointEvent(route, decisions.front(), health, result);
+  for (std::size_t i = 0; i < items.size(); ++i) Apply(route, items[i], decisions[i], now, result);
+}
+
+void DeliveryWorker::NoteEndpointEvent(Route& route, const Decision& decision,
+                                       const EndpointHealth& health,
+                                       const HandlerResult& result) {
+  Breaker& breaker = *route.breaker;
   if (decision.endpoint_gone && breaker.MarkGone()) {
     rt_.log->error("endpoint {} answered 410 Gone: nothing more is sent there until a reload",
                    breaker.endpoint());
   }
-  if (decision.endpoint_failure && breaker.OnFailure(decision.configuration_failure)) {
-    if (decision.configuration_failure && !health.breaker_closed) {
-      // A failed probe: said once already, when the breaker opened.
-      rt_.log->debug("endpoint {} still refuses us: {}", breaker.endpoint(), Describe(result));
-    } else if (decision.configuration_failure) {
-      rt_.log->error(
-          "endpoint {} refused us ({}): check its URL, credentials and options; breaker open, "
-          "the backlog waits",
-          breaker.endpoint(), Describe(result));
-    } else {
-      rt_.log->warn("breaker open for endpoint {} after: {}", breaker.endpoint(),
-                    Describe(result));
-    }
+  if (!decision.endpoint_failure || !breaker.OnFailure(decision.configuration_failure)) return;
+  if (decision.configuration_failure && !health.breaker_closed) {
+    // A failed probe: said once already, when the breaker opened.
+    rt_.log->debug("endpoint {} still refuses us: {}", breaker.endpoint(), Describe(result));
+  } else if (decision.configuration_failure) {
+    rt_.log->error(
+        "endpoint {} refused us ({}): check its URL, credentials and options; breaker open, "
+        "the backlog waits",
+        breaker.endpoint(), Describe(result));
+  } else {
+    rt_.log->warn("breaker open for endpoint {} after: {}", breaker.endpoint(), Describe(result));
   }
-  Apply(route, item, decision, now, result);
 }
 
 void DeliveryWorker::Apply(Route& route, Loaded& item, const Decision& decision,

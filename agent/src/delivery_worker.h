@@ -45,6 +45,7 @@ class DeliveryWorker {
     // Whether its outcome also claims the next run of its ordering key:
     // false for a row of a run that has more rows after it.
     bool claim_next = true;
+    std::optional<std::int64_t> lease_boot_until{};  // Claimed::lease_boot_until
   };
 
   // A run grows only while its key is all the route has to do: nothing
@@ -91,7 +92,12 @@ class DeliveryWorker {
   // Waits for the route's rate limit to allow `items`; false (rows given
   // back to pending) when the agent stops meanwhile or a lease lapsed.
   bool AwaitRate(Route& route, std::span<Loaded> items);
-  void Resolve(Route& route, Loaded& item, const HandlerResult& result);
+  // What one request's `result` does: one breaker event for the request and
+  // one decision per member, all judged on the endpoint as it was before.
+  void Resolve(Route& route, std::span<Loaded> items, const HandlerResult& result);
+  // The breaker's part of a request's outcome (and its log line).
+  void NoteEndpointEvent(Route& route, const Decision& decision, const EndpointHealth& health,
+                         const HandlerResult& result);
   void Apply(Route& route, Loaded& item, const Decision& decision, std::int64_t now,
              const HandlerResult& result);
   // `answer` is null when nothing was sent: the pre-check found the effect

@@ -27,8 +27,9 @@ class Dispatcher : public SuccessorClaims {
 
   // The eager path: claims these committed rows on the writer and dispatches
   // them after the claim commits; with an open breaker they go back to the
-  // sweeper. A row whose topic is known (not empty) and has no route is not
-  // claimed at all: it stays pending, without two writes for nothing.
+  // sweeper. A row whose topic is known (not empty) and has no route, or
+  // whose endpoint's breaker is not closed, is not claimed at all: it stays
+  // pending, without two writes and an fsync for nothing.
   void ClaimCommitted(std::vector<store::EnqueuedRow> rows);
 
   // Rows the eager path claimed, once their claim committed (on the writer

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <limits>
 
+#include "util/http_status.h"
+
 namespace outbox::agent {
 namespace {
 
@@ -58,9 +60,7 @@ int AttemptsPlus(int attempts, int more) {
                                                          : base + more;
 }
 
-bool IsConfigurationFailure(int status) {
-  return status == 401 || status == 403 || status == 404 || status == 407;
-}
+bool IsConfigurationFailure(int status) { return util::IsConfigurationFailureStatus(status); }
 
 std::string Describe(const HandlerResult& result) {
   if (!result.error.empty()) return TruncateError(result.error);

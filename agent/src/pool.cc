@@ -29,6 +29,7 @@ WorkerPool::WorkerPool(std::string name, int workers, Capacity capacity, int bat
       capacity_bytes_(std::max<std::int64_t>(1, capacity.bytes)),
       refill_rows_(std::max(1, capacity.refill_rows)),
       batch_max_(static_cast<std::size_t>(std::max(1, batch_max))),
+      batch_bytes_(std::max<std::int64_t>(0, capacity.batch_bytes)),
       work_(std::move(work)),
       on_room_(std::move(on_room)),
       fill_bytes_(std::min(kFillFloorBytes, capacity_bytes_)) {
@@ -179,6 +180,22 @@ void WorkerPool::Join() {
   }
 }
 
+std::size_t WorkerPool::NextTake() const {
+  if (queue_.front().run > 0) return queue_.front().run;
+  // A batch stops before the next run, at batch_max_ rows, and before the
+  // row that would take its payloads past batch_bytes_ (the endpoint would
+  // refuse such a request unsent); its first row goes even when larger.
+  std::int64_t payload = static_cast<std::int64_t>(queue_.front().claimed.row.payload.size());
+  std::size_t n = 1;
+  while (n < batch_max_ && n < queue_.size() && queue_[n].run == 0) {
+    const auto next = static_cast<std::int64_t>(queue_[n].claimed.row.payload.size());
+    if (batch_bytes_ > 0 && payload + next > batch_bytes_) break;
+    payload += next;
+    ++n;
+  }
+  return n;
+}
+
 void WorkerPool::Loop(int index) {
   util::NameThisThread("ob:" + name_);
   std::vector<store::Claimed> batch;
@@ -190,8 +207,7 @@ void WorkerPool::Loop(int index) {
       if (queue_.empty()) return;  // stopping and nothing left
       // A run goes whole to one worker; a batch stops before the next run.
       run = queue_.front().run > 0;
-      std::size_t n = run ? queue_.front().run : 1;
-      while (!run && n < batch_max_ && n < queue_.size() && queue_[n].run == 0) ++n;
+      const std::size_t n = NextTake();
       batch.clear();
       for (std::size_t i = 0; i < n; ++i) {
         queued_bytes_ -= BytesOf(queue_.front().claimed);

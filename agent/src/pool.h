@@ -29,6 +29,9 @@ class WorkerPool {
     // Rows one refill of the sweeper should bring at least (its
     // claim_batch); see FillTarget.
     int refill_rows = 50;
+    // Payload bytes one batch may carry (the endpoint's batch.max_bytes);
+    // 0 = no bound. A single larger row still goes, alone.
+    std::int64_t batch_bytes = 0;
   };
 
   // Runs on worker `index` with up to `batch_max` leases taken together, or
@@ -107,6 +110,9 @@ class WorkerPool {
   static std::int64_t BytesOf(const store::Claimed& claimed);
   // Under mutex_.
   int FreeSlotsLocked() const;
+  // Under mutex_: how many queued rows the next worker takes (a run whole,
+  // else a batch bounded by batch_max_ rows and batch_bytes_).
+  std::size_t NextTake() const;
   // Under mutex_: fill_bytes_ at the recent row size.
   void UpdateFillTarget();
 
@@ -116,6 +122,7 @@ class WorkerPool {
   const std::int64_t capacity_bytes_;
   const int refill_rows_;
   const std::size_t batch_max_;
+  const std::int64_t batch_bytes_;  // 0: no byte bound
   const Work work_;
   const std::function<void()> on_room_;
 

@@ -10,6 +10,7 @@
 #include <cmath>
 #include <initializer_list>
 #include <map>
+#include <optional>
 #include <set>
 #include <string_view>
 #include <utility>
@@ -157,7 +158,7 @@ struct TopicGauges {
   std::int64_t pending = 0;
   std::int64_t in_flight = 0;
   std::int64_t dead = 0;
-  std::int64_t oldest_pending_created_at = 0;  // 0: nothing pending
+  std::optional<std::int64_t> oldest_due_at;  // nullopt: nothing pending is due
 };
 
 // Database counts by label. A topic without a label of its own (not
@@ -172,9 +173,8 @@ std::map<std::string, TopicGauges, std::less<>> GaugesByLabel(const MetricsSnaps
     switch (count.status) {
       case store::Status::kPending:
         g.pending += count.count;
-        if (count.count > 0 && (g.oldest_pending_created_at == 0 ||
-                                count.oldest_created_at < g.oldest_pending_created_at)) {
-          g.oldest_pending_created_at = count.oldest_created_at;
+        if (count.oldest_due_at && (!g.oldest_due_at || *count.oldest_due_at < *g.oldest_due_at)) {
+          g.oldest_due_at = count.oldest_due_at;
         }
         break;
       case store::Status::kInFlight:
@@ -304,14 +304,17 @@ void RenderDatabase(Exposition& out, const MetricsSnapshot& snapshot, std::int64
       out.Sample(gauge.name, {{"topic", label}}, g.*gauge.field);
   }
   out.Family("outbox_oldest_pending_age_seconds", "gauge",
-             "Age of the oldest pending message, seconds; 0 when none is pending.", "seconds");
+             "Time since the oldest pending message that is due became due (its deliver_at, "
+             "else its creation), seconds; 0 when none is due. Messages scheduled for later "
+             "do not count.",
+             "seconds");
   for (const auto& [label, g] : gauges) {
     // In doubles: created_at holds whatever another application wrote, and
     // now - INT64_MIN overflows.
     const double age_ms =
-        g.pending == 0 ? 0.0
-                       : std::max(0.0, static_cast<double>(now_ms) -
-                                           static_cast<double>(g.oldest_pending_created_at));
+        !g.oldest_due_at ? 0.0
+                         : std::max(0.0, static_cast<double>(now_ms) -
+                                             static_cast<double>(*g.oldest_due_at));
     out.Sample("outbox_oldest_pending_age_seconds", {{"topic", label}}, age_ms / 1000.0);
   }
 

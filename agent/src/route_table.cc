@@ -9,6 +9,9 @@ namespace outbox::agent {
 void RouteTable::Build(
     const std::map<std::string, TopicOptions, std::less<>>& configured,
     const std::map<std::string, std::shared_ptr<Handler>, std::less<>>& handlers) {
+  // A Start() that threw after an earlier Build() builds again from nothing:
+  // no route, breaker or wildcard of the earlier attempt survives.
+  Clear();
   std::map<std::string, TopicOptions, std::less<>> topics = configured;
   for (const auto& [name, handler] : handlers) topics.try_emplace(name);
   for (auto& [name, topic] : topics) {
@@ -39,8 +42,8 @@ void RouteTable::Build(
     }
     route->breaker = BreakerFor(endpoint, topic);
     route->bucket = SharedBucket(name, topic.rate_limit);
-    if (name == "*") wildcard_ = route.get();
-    routes_.emplace(name, std::move(route));
+    Route* const built = routes_.insert_or_assign(name, std::move(route)).first->second.get();
+    if (name == "*") wildcard_ = built;
   }
 }
 

@@ -43,7 +43,8 @@ class RouteTable {
  public:
   explicit RouteTable(std::shared_ptr<Clock> clock) : clock_(std::move(clock)) {}
 
-  // One route per configured topic and per custom handler. Throws
+  // One route per configured topic and per custom handler, replacing any
+  // earlier Build's (a Start after a failed Start). Throws
   // std::invalid_argument naming the topic when its endpoint is unusable.
   void Build(const std::map<std::string, TopicOptions, std::less<>>& topics,
              const std::map<std::string, std::shared_ptr<Handler>, std::less<>>& handlers);

@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <random>
 #include <stop_token>
 #include <string>
@@ -88,6 +89,19 @@ struct Runtime {
   }
 
   std::int64_t LeaseUntil(std::int64_t now) const { return now + options.lease_timeout_ms; }
+
+  // Whether a lease this agent holds has lapsed (the sweeper may have
+  // recycled the row and another claim taken it): on the boot clock its
+  // claim recorded it on, as the sweeper judges it; on wall time only when
+  // the boot id was unknown. A wall clock set back or forward moves neither.
+  bool LeaseLapsed(const std::optional<std::int64_t>& boot_until,
+                   const std::optional<std::int64_t>& wall_until) const {
+    if (boot_until) return clock->Boot().ms >= *boot_until;
+    return wall_until && clock->WallMs() >= *wall_until;
+  }
+  bool LeaseLapsed(const store::Claimed& claimed) const {
+    return LeaseLapsed(claimed.lease_boot_until, claimed.row.lease_expires_at);
+  }
 
   // Gives a claimed row back to pending at once, no attempt counted.
   void Revert(const store::Lease& lease) {

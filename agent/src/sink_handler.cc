@@ -1,6 +1,7 @@
 #include "sink_handler.h"
 
 #include <algorithm>
+#include <stdexcept>
 
 namespace outbox::agent {
 
@@ -87,7 +88,17 @@ HandlerResult SinkHandler::HandleBatch(std::span<const Delivery> deliveries) {
   }
   HandlerResult result;
   for (auto& [sink, messages] : groups) {
-    result = FromResult(sink->PushBatch(messages));
+    try {
+      result = FromResult(sink->PushBatch(messages));
+    } catch (const std::invalid_argument& e) {
+      if (messages.size() < 2) throw;
+      // Over the sink's own bound (batch.max_bytes, batch.max_messages),
+      // refused before any I/O: a message failure of the batch, which the
+      // worker splits, as it splits one the receiver refused (413); not the
+      // endpoint's failure.
+      result = {Outcome::kMessageFailure, 0, false, std::nullopt,
+                std::string("batch refused unsent: ") + e.what()};
+    }
     if (result.outcome != Outcome::kDelivered) break;
   }
   return result;

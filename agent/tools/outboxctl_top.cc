@@ -129,35 +129,8 @@ class Screen {
     const std::int64_t now = util::NowMs();
     const store::Stats stats = store_.GetStats();
     const auto runtime = operator_.Runtime();
-    std::map<std::string, TopicLine> topics;
-    for (const auto& count : stats.counts) {
-      TopicLine& line = topics[count.topic];
-      switch (count.status) {
-        case store::Status::kPending:
-          line.pending = count.count;
-          line.oldest_pending = count.oldest_created_at;
-          break;
-        case store::Status::kInFlight:
-          line.in_flight = count.count;
-          break;
-        case store::Status::kDead:
-          line.dead = count.count;
-          break;
-        case store::Status::kDelivered:
-          break;
-      }
-    }
-    const auto totals = DeliveredTotals(runtime, now);
-    if (last_at_ != 0 && now > last_at_) {
-      for (const auto& [label, total] : totals) {
-        const auto before = last_totals_.find(label);
-        if (before == last_totals_.end() || !topics.contains(label)) continue;
-        topics[label].rate = static_cast<double>(total - before->second) * 1000.0 /
-                             static_cast<double>(now - last_at_);
-      }
-    }
-    last_totals_ = totals;
-    last_at_ = now;
+    std::map<std::string, TopicLine> topics = TopicLines(stats);
+    UpdateRates(DeliveredTotals(runtime, now), now, topics);
     std::int64_t agents = 0;
     for (const auto& entry : runtime) {
       if (entry.name == "last_sweep" && now - entry.updated_at <= kStaleMs) ++agents;
@@ -211,6 +184,43 @@ class Screen {
   }
 
  private:
+  static std::map<std::string, TopicLine> TopicLines(const store::Stats& stats) {
+    std::map<std::string, TopicLine> topics;
+    for (const auto& count : stats.counts) {
+      TopicLine& line = topics[count.topic];
+      switch (count.status) {
+        case store::Status::kPending:
+          line.pending = count.count;
+          line.oldest_pending = count.oldest_created_at;
+          break;
+        case store::Status::kInFlight:
+          line.in_flight = count.count;
+          break;
+        case store::Status::kDead:
+          line.dead = count.count;
+          break;
+        case store::Status::kDelivered:
+          break;
+      }
+    }
+    return topics;
+  }
+
+  // Each topic's sends per second since the previous frame.
+  void UpdateRates(const std::map<std::string, std::int64_t>& totals, std::int64_t now,
+                   std::map<std::string, TopicLine>& topics) {
+    if (last_at_ != 0 && now > last_at_) {
+      for (const auto& [label, total] : totals) {
+        const auto before = last_totals_.find(label);
+        if (before == last_totals_.end() || !topics.contains(label)) continue;
+        topics[label].rate = static_cast<double>(total - before->second) * 1000.0 /
+                             static_cast<double>(now - last_at_);
+      }
+    }
+    last_totals_ = totals;
+    last_at_ = now;
+  }
+
   store::Store store_;
   store::Operator operator_;
   std::map<std::string, std::int64_t> last_totals_;

@@ -17,6 +17,7 @@
 #include "outbox/store.h"
 #include "c_api.h"
 #include "sql.h"
+#include "util/http_token.h"
 #include "util/utf8.h"
 
 namespace outbox::store {
@@ -139,13 +140,7 @@ bool IsUnicodeJsonText(std::string_view text) {
 
 // RFC 9110 token characters, as the insert trigger checks them.
 bool IsSchemaVersion(std::string_view text) {
-  if (text.empty() || text.size() > kMaxSchemaVersionBytes) return false;
-  constexpr std::string_view kSymbols = "!#$%&'*+-.^_`|~";
-  for (const char c : text) {
-    const bool alnum = (c >= '0' && c <= '9') || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z');
-    if (!alnum && kSymbols.find(c) == std::string_view::npos) return false;
-  }
-  return true;
+  return text.size() <= kMaxSchemaVersionBytes && util::IsHttpToken(text);
 }
 
 // headers_json with the message's trace-context fields added (by SQLite's

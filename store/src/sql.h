@@ -1244,9 +1244,13 @@ inline constexpr char kList[] =
     "SELECT " OUTBOX_ROW_COLUMNS " FROM outbox_message"
     " WHERE (?1 IS NULL OR status = ?1) AND (?2 IS NULL OR topic = ?2) AND id > ?3"
     " ORDER BY id LIMIT ?4";
+// ?1 now or NULL: column 4 is the earliest time a row became due, among
+// rows whose deliver_at has passed at ?1 (or that have none).
 inline constexpr char kStatsByTopic[] =
-    "SELECT topic, status, count(*), min(created_at) FROM outbox"
-    " GROUP BY topic, status ORDER BY topic, status";
+    "SELECT topic, status, count(*), min(created_at),"
+    " min(CASE WHEN deliver_at IS NULL THEN created_at"
+    "     WHEN deliver_at <= ?1 THEN max(created_at, deliver_at) END)"
+    " FROM outbox GROUP BY topic, status ORDER BY topic, status";
 // The counter and the rows above its mark (schema 8; all of them while
 // max_pending is 0).
 inline constexpr char kUndelivered[] =

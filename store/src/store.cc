@@ -172,8 +172,9 @@ struct Store::Impl {
   // The lease every claim statement sets (OUTBOX_CLAIM_SET): ?2 owner, ?3 its
   // wall-clock expiry, ?4 now, and ?6/?7 the same lease on the boot clock
   // (NULLs, wall time only, when the boot id is unknown).
-  void BindLease(SQLite::Statement& q, std::string_view owner, std::int64_t lease_expires_at,
-                 std::int64_t now) const {
+  // Returns the lease's end on the boot clock (Claimed::lease_boot_until).
+  std::optional<std::int64_t> BindLease(SQLite::Statement& q, std::string_view owner,
+                                        std::int64_t lease_expires_at, std::int64_t now) const {
     q.bind(2, std::string(owner));
     q.bind(3, lease_expires_at);
     q.bind(4, now);
@@ -181,10 +182,12 @@ struct Store::Impl {
     if (boot.boot_id.empty()) {
       q.bind(6);
       q.bind(7);
-      return;
+      return std::nullopt;
     }
+    const std::int64_t until = boot.ms + std::max<std::int64_t>(lease_expires_at - now, 0);
     q.bind(6, boot.boot_id);
-    q.bind(7, boot.ms + std::max<std::int64_t>(lease_expires_at - now, 0));
+    q.bind(7, until);
+    return until;
   }
 
   bool InTransaction() const { return sqlite3_get_autocommit(db->getHandle()) == 0; }
@@ -431,12 +434,12 @@ std::optional<Claimed> Store::ClaimById(std::int64_t id, std::string_view owner,
   return Wrap("claim by id", [&]() -> std::optional<Claimed> {
     StatementUse q(impl_->Prepare(sql::kClaimById));
     q->bind(1, id);
-    impl_->BindLease(*q, owner, lease_expires_at, now);
+    const auto boot_until = impl_->BindLease(*q, owner, lease_expires_at, now);
     if (!q->executeStep()) return std::nullopt;
     Row row = ReadRow(*q);
     while (q->executeStep()) {
     }
-    Claimed claimed{{id, row.lease_token}, row.topic, std::move(row)};
+    Claimed claimed{{id, row.lease_token}, row.topic, std::move(row), boot_until};
     // Stepped to the end: outside a transaction the claim is committed now.
     impl_->ClaimsMade(1);
     return claimed;
@@ -452,11 +455,11 @@ std::vector<Claimed> Store::ClaimDue(std::string_view topic, std::string_view ow
     StatementUse q(impl_->Prepare(quarantined_only ? sql::kClaimQuarantined : sql::kClaimDue));
     q->bind(1, topic_text);
     q->bind(5, limit);
-    impl_->BindLease(*q, owner, lease_expires_at, now);
+    const auto boot_until = impl_->BindLease(*q, owner, lease_expires_at, now);
     std::vector<Claimed> claimed;
     while (q->executeStep()) {
       Row row = ReadRow(*q);
-      claimed.push_back({{row.id, row.lease_token}, topic_text, std::move(row)});
+      claimed.push_back({{row.id, row.lease_token}, topic_text, std::move(row), boot_until});
     }
     // RETURNING order is unspecified; ids grow with enqueue order, which is
     // the closest cheap approximation of (next_attempt_at, id).
@@ -513,13 +516,13 @@ std::vector<Claimed> Store::ClaimNextOfKeys(std::string_view topic,
                         [keys](const auto& size) { return size.first >= keys; });
       StatementUse q(impl_->Prepare(text));
       q->bind(1, topic_text);
-      impl_->BindLease(*q, owner, lease_expires_at, now);
+      const auto boot_until = impl_->BindLease(*q, owner, lease_expires_at, now);
       for (std::size_t i = 0; i < slots; ++i) {
         q->bind(kFirstKey + static_cast<int>(i), ordering_keys[at + std::min(i, keys - 1)]);
       }
       while (q->executeStep()) {
         Row row = ReadRow(*q);
-        claimed.push_back({{row.id, row.lease_token}, topic_text, std::move(row)});
+        claimed.push_back({{row.id, row.lease_token}, topic_text, std::move(row), boot_until});
       }
       at += keys;
     }
@@ -575,12 +578,12 @@ std::vector<Claimed> Store::ClaimRunRange(const RunRange& range, const std::stri
   StatementUse q(impl_->Prepare(sql::kClaimRunRange));
   q->bind(1, topic);
   q->bind(5, ordering_key);
-  impl_->BindLease(*q, owner, lease_expires_at, now);
+  const auto boot_until = impl_->BindLease(*q, owner, lease_expires_at, now);
   q->bind(8, range.first);
   q->bind(9, range.last);
   while (q->executeStep()) {
     Row row = ReadRow(*q);
-    tail.push_back({{row.id, row.lease_token}, topic, std::move(row)});
+    tail.push_back({{row.id, row.lease_token}, topic, std::move(row), boot_until});
   }
   // RETURNING order is unspecified; a run goes in id order.
   std::sort(tail.begin(), tail.end(),
@@ -1100,17 +1103,23 @@ std::vector<Row> Store::List(const ListFilter& filter) {
   });
 }
 
-Stats Store::GetStats() {
+Stats Store::GetStats(std::optional<std::int64_t> now) {
   Stats stats;
   Wrap("read stats", [&] {
     // One read transaction, so the numbers agree with each other.
     SQLite::Transaction read(*impl_->db, SQLite::TransactionBehavior::DEFERRED);
     {
       StatementUse q(impl_->Prepare(sql::kStatsByTopic));
+      if (now) {
+        q->bind(1, *now);
+      } else {
+        q->bind(1);
+      }
       while (q->executeStep()) {
         stats.counts.push_back({q->getColumn(0).getString(),
                                 static_cast<Status>(q->getColumn(1).getInt()),
-                                q->getColumn(2).getInt64(), q->getColumn(3).getInt64()});
+                                q->getColumn(2).getInt64(), q->getColumn(3).getInt64(),
+                                OptionalColumn<std::int64_t>(q->getColumn(4))});
       }
     }
     {

@@ -3,6 +3,7 @@
 #include <atomic>
 #include <future>
 #include <set>
+#include <thread>
 
 #include "agent_fixture.h"
 
@@ -448,6 +449,35 @@ TEST_F(AgentDeliveryTest, ACommittedRowWithoutARouteIsNotClaimedAtAll) {
   EXPECT_EQ(row.status, store::Status::kPending);
   EXPECT_EQ(row.lease_token, 0);  // never claimed, never reverted
   agent.Stop();
+}
+
+// Agent::Snapshot is thread-safe (agent.h), also against Start and Stop: a
+// library user scraping metrics while the agent stops must not read routes
+// being torn down. Run under TSan (the `unit` label of the TSan stage).
+TEST_F(AgentTest, SnapshotIsSafeWhileStartAndStopRunOnAnotherThread) {
+  InsertPlain("nobody-routes-this", "k");  // Snapshot looks its route up
+  Options options = BaseOptions();
+  Agent agent(options);
+  agent.RegisterHandler("t", std::make_shared<ScriptedHandler>([](const Delivery&) {
+    return Delivered();
+  }));
+  std::atomic<int> snapshots{0};
+  std::atomic<std::int64_t> unrouted_seen{0};
+  {
+    std::jthread scraper([&](std::stop_token stop) {
+      while (!stop.stop_requested()) {
+        unrouted_seen = std::max(unrouted_seen.load(), agent.Snapshot().unrouted_pending);
+        ++snapshots;
+      }
+    });
+    for (int i = 0; i < 20; ++i) {
+      agent.Start();
+      const int seen = snapshots.load();
+      ASSERT_TRUE(WaitFor([&] { return snapshots.load() > seen + 1; }));
+      agent.Stop();
+    }
+  }
+  EXPECT_EQ(unrouted_seen.load(), 1);
 }
 
 }  // namespace

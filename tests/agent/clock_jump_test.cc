@@ -89,6 +89,85 @@ TEST_F(AgentTest, ALeaseStillEndsWhenTheBootClockPassesIt) {
   EXPECT_EQ(sends.load(), 1);
 }
 
+// A row waits in its route's queue behind a send that hangs; meanwhile the
+// wall clock jumps. Lapses are judged on the lease's own (boot) clock: set
+// forward, the wall clock reverts nothing; set back, it does not let a row
+// whose lease lapsed (and which the sweeper recycled and claimed again) go
+// out a second time.
+class QueuedRowTest : public AgentTest {
+ protected:
+  // Starts an agent with one worker whose first send hangs until Release(),
+  // and a second row queued behind it, claimed by the eager path.
+  void StartWithAQueuedRow(std::int64_t sweep_interval_ms) {
+    server_.Post("/events", [this](const httplib::Request& req, httplib::Response& res) {
+      {
+        std::lock_guard lock(mutex_);
+        ++sends_[req.body];
+      }
+      if (first_.exchange(false)) released_.wait();
+      res.status = 200;
+    });
+    server_.Start();
+    Options options = BaseOptions();
+    TopicOptions topic = HttpTopic();
+    topic.workers = 1;
+    topic.endpoint.timeout_ms = 120'000;
+    options.topics["t"] = topic;
+    options.sweep_interval_ms = sweep_interval_ms;
+    options.lease_timeout_ms = 60'000;
+    agent_ = std::make_unique<Agent>(options);
+    agent_->Start();
+    Commit(agent_.get(), "t", "first", R"({"n":1})");
+    ASSERT_TRUE(WaitFor([&] { return Sends(R"({"n":1})") == 1; }));
+    second_ = Commit(agent_.get(), "t", "second", R"({"n":2})");
+    ASSERT_TRUE(WaitFor([&] { return CountStatus(store::Status::kInFlight) == 2; }));
+  }
+  void Release() { release_.set_value(); }
+  int Sends(const std::string& body) {
+    std::lock_guard lock(mutex_);
+    return sends_[body];
+  }
+  void TearDown() override {
+    if (!released_called_) release_.set_value();
+    if (agent_) agent_->Stop();
+  }
+
+  std::promise<void> release_;
+  std::shared_future<void> released_ = release_.get_future().share();
+  bool released_called_ = false;
+  std::atomic<bool> first_{true};
+  std::mutex mutex_;
+  std::map<std::string, int> sends_;  // by body; guarded by mutex_
+  std::unique_ptr<Agent> agent_;
+  std::int64_t second_ = 0;
+};
+
+TEST_F(QueuedRowTest, AWallClockSetForwardRevertsNoQueuedRow) {
+  StartWithAQueuedRow(3'600'000);  // the eager path alone: a reverted row would stay pending
+  clock_->JumpWall(kYear);  // by wall time, every lease is a year over
+  released_called_ = true;
+  Release();
+  ASSERT_TRUE(WaitFor([&] { return CountStatus(store::Status::kDelivered) == 2; }));
+  agent_->Stop();
+  EXPECT_EQ(Sends(R"({"n":2})"), 1);
+  EXPECT_EQ(Row(second_).lease_token, 1);  // claimed once: never handed back
+}
+
+TEST_F(QueuedRowTest, AWallClockSetBackSendsNoRowWhoseLeaseLapsedTwice) {
+  StartWithAQueuedRow(5);
+  // The leases end on the boot clock while the wall clock goes back a year:
+  // by wall time they would still run for a year.
+  clock_->JumpWall(-kYear - 61s);
+  clock_->Advance(61s);
+  // The sweeper recycles both rows and claims them again.
+  ASSERT_TRUE(WaitFor([&] { return Row(second_).lease_token >= 2; }));
+  released_called_ = true;
+  Release();
+  ASSERT_TRUE(WaitFor([&] { return CountStatus(store::Status::kDelivered) == 2; }));
+  agent_->Stop();
+  EXPECT_EQ(Sends(R"({"n":2})"), 1);  // the stale queued copy was not sent
+}
+
 TEST_F(AgentTest, ARetryIsNotDelayedByAWallClockJumpEitherWay) {
   for (const std::chrono::milliseconds jump : {kYear, -kYear}) {
     std::atomic<int> calls{0};

@@ -210,6 +210,52 @@ TEST_F(DaemonTest, StopAbortsWhatIsStillInFlightWhenTheGracePeriodEnds) {
   EXPECT_EQ(StatusOf(id), store::Status::kPending);
 }
 
+// A reload whose configuration does not start, while the database no longer
+// lets the previous one start either: the daemon keeps running without an
+// agent, says why on /healthz, and the next reload that starts delivers.
+TEST_F(DaemonTest, WhenNoConfigurationStartsTheDaemonStaysUpAndSaysWhy) {
+  const auto receiver = AcceptingReceiver();
+  const std::string url = receiver->Url("/events");
+  // "payments" is recorded with dead_head skip; a config saying block for
+  // it does not start, after recording key ordering for "orders" (topics
+  // start in name order), which the previous config (no ordering) then
+  // refuses.
+  {
+    store::Options open;
+    open.path = db_path_;
+    store::Store s(open);
+    store::TopicOrdering skip;
+    skip.by_key = true;
+    skip.dead_head = store::DeadHead::kSkip;
+    s.AgreeOrdering("payments", skip, 0);
+  }
+  StartDaemon(ConfigFor(url));
+  const std::string topic = R"(": {"url": ")" + url + R"(", "ordering": {"by": "key", )";
+  WriteConfig(R"({"sweep_interval_ms": 60000, "metrics": {"listen": "127.0.0.1:0"},
+               "topics": {"orders)" + topic +
+              R"("dead_head": "block"}}, "payments)" + topic + R"("dead_head": "block"}}}})");
+  Send(SIGHUP);
+  httplib::Client metrics("127.0.0.1", daemon_->metrics_port());
+  auto health = metrics.Get("/healthz");
+  ASSERT_TRUE(health);
+  EXPECT_EQ(health->status, 503);
+  EXPECT_NE(health->body.find("neither does the previous one"), std::string::npos) << health->body;
+  EXPECT_NE(health->body.find("ordering"), std::string::npos) << health->body;
+
+  WriteConfig(R"({"sweep_interval_ms": 60000, "metrics": {"listen": "127.0.0.1:0"},
+               "topics": {"orders)" + topic +
+              R"("dead_head": "block"}}, "payments)" + topic + R"("dead_head": "skip"}}}})");
+  Send(SIGHUP);
+  health = metrics.Get("/healthz");
+  ASSERT_TRUE(health);
+  EXPECT_EQ(health->status, 200) << health->body;
+  const std::int64_t id = Insert("after");
+  ASSERT_TRUE(receiver->WaitForRequests(1, kDeadline));
+  Send(SIGTERM);
+  EXPECT_EQ(ExitStatus(), kExitOk);
+  EXPECT_EQ(StatusOf(id), store::Status::kDelivered);
+}
+
 TEST_F(DaemonTest, HealthzTurnsUnavailableOnceAStopBegins) {
   // The held send keeps the stop in its grace period.
   StartWithASendHeld(std::chrono::minutes(10));

@@ -107,7 +107,10 @@ TEST_F(DeliveryWorkerTest, ARowWhoseLeaseLapsedInTheQueueIsHandedBackUnsent) {
   UseHandler({});
   auto batch = EnqueueAndClaim(2);
   ASSERT_EQ(batch.size(), 2u);
-  batch[0].row.lease_expires_at = rt_.clock->WallMs() - 1;  // as if it queued for a minute
+  // As if it queued for a minute: its lease ended on the boot clock, which
+  // is what decides (the wall clock may have been set since).
+  ASSERT_TRUE(batch[0].lease_boot_until);
+  batch[0].lease_boot_until = rt_.clock->Boot().ms - 1;
   rt_.sending = 2;
   DeliveryWorker(rt_).Work(route_, 0, batch);
   EXPECT_EQ(handler_->calls.load(), 1);
@@ -132,6 +135,34 @@ TEST_F(DeliveryWorkerTest, GoneMarksTheBreakerAndReschedulesWithoutCost) {
   DeliveryWorker(rt_).Work(route_, 0, batch);
   EXPECT_EQ(route_.breaker->mode(), Breaker::Mode::kGone);
   EXPECT_EQ(StatusOf(batch[0].lease.id), store::Status::kPending);
+}
+
+// One request is one breaker event: a batch of five refused by a 503 counts
+// one failure, not five, and charges every member alike.
+TEST_F(DeliveryWorkerTest, AFailedBatchIsOneBreakerEventAndOneDecisionForEveryMember) {
+  UseHandler({Outcome::kEndpointFailure, 503, false, std::nullopt, "HTTP 503"});
+  BreakerOptions breaker;
+  breaker.failure_threshold = 2;
+  route_.breaker = std::make_shared<Breaker>("handler:t", breaker, rt_.clock, 1000);
+  route_.options.endpoint.batch.max_messages = 5;
+  auto batch = EnqueueAndClaim(5);
+  ASSERT_EQ(batch.size(), 5u);
+  // The endpoint acknowledged something after these rows were written: an
+  // endpoint failure now costs each of them an attempt.
+  route_.breaker->OnSuccess(rt_.clock->WallMs() + 1);
+  rt_.sending = 5;
+  DeliveryWorker(rt_).Work(route_, 0, batch);
+  EXPECT_EQ(route_.breaker->mode(), Breaker::Mode::kClosed);
+  rt_.writer->Run([](store::Store&) {});
+  store::Options read = rt_.store_options;
+  read.create = false;
+  store::Store reader(read);
+  for (const auto& c : batch) {
+    const auto row = reader.Get(c.lease.id);
+    ASSERT_TRUE(row);
+    EXPECT_EQ(row->status, store::Status::kPending) << c.lease.id;
+    EXPECT_EQ(row->attempts, 1) << c.lease.id;
+  }
 }
 
 // --- runs of one ordering key (docs/ordering.md, "Runs") ---------------------

@@ -23,6 +23,7 @@ store::TopicStatusCount Count(const std::string& topic, store::Status status, st
   c.status = status;
   c.count = count;
   c.oldest_created_at = kNowMs - age_ms;
+  if (status == store::Status::kPending && count > 0) c.oldest_due_at = kNowMs - age_ms;
   return c;
 }
 

@@ -46,6 +46,30 @@ TEST(RouteTable, TheWildcardServesEveryPendingTopicWithoutItsOwnRoute) {
   EXPECT_TRUE(served.unrouted.empty());
 }
 
+// A Start() that threw after building its routes may be called again: the
+// second Build replaces every route, and the wildcard is the new "*".
+TEST(RouteTable, BuildingAgainReplacesEveryRouteAndTheWildcard) {
+  RouteTable routes(SystemClock());
+  const Handlers handlers{{"a", std::make_shared<NoopHandler>()},
+                          {"*", std::make_shared<NoopHandler>()}};
+  routes.Build(Topics{}, handlers);
+  routes.Build(Topics{}, handlers);
+  ASSERT_EQ(routes.size(), 2u);
+  EXPECT_EQ(routes.For("zzz"), routes.routes().at("*").get());
+  EXPECT_EQ(routes.For("zzz")->name, "*");
+}
+
+TEST(RouteTable, ABuildAfterOneThatThrewKeepsNothingOfIt) {
+  RouteTable routes(SystemClock());
+  EXPECT_THROW(routes.Build(Topics{{"*", Http("http://127.0.0.1:1/x")}, {"z", TopicOptions{}}},
+                            Handlers{}),
+               std::invalid_argument);
+  routes.Build(Topics{}, Handlers{{"a", std::make_shared<NoopHandler>()}});
+  EXPECT_EQ(routes.size(), 1u);
+  EXPECT_EQ(routes.For("zzz"), nullptr);  // the failed build's "*" is gone
+  EXPECT_EQ(routes.BreakerStates().size(), 1u);
+}
+
 TEST(RouteTable, TopicsOfOneEndpointShareABreakerWhateverTheQuery) {
   RouteTable routes(SystemClock());
   routes.Build(Topics{{"a", Http("http://127.0.0.1:1/x?token=1")},

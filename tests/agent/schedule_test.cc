@@ -42,6 +42,27 @@ class ScheduleTest : public AgentTest {
   std::atomic<int> status_{200};
 };
 
+// outbox_oldest_pending_age_seconds counts due rows only: a message
+// written three hours ago for delivery in two hours is not late, and does
+// not fire OutboxOldestPendingTooOld (packaging/prometheus).
+TEST_F(ScheduleTest, AScheduledMessageDoesNotAgeTheOldestPendingGauge) {
+  StartReceiver(200);
+  Agent agent(Sweeping());
+  agent.Start();
+  const std::int64_t now = clock_->WallMs();
+  SQLite::Statement q(*app_,
+                      "INSERT INTO outbox(topic, msg_key, payload, created_at, deliver_at)"
+                      " VALUES('t', 'later', '{}', ?, ?)");
+  q.bind(1, now - 3 * 3'600'000);
+  q.bind(2, now + 2 * 3'600'000);
+  q.exec();
+  const std::string text = RenderPrometheus(agent.Snapshot());
+  agent.Stop();
+  EXPECT_NE(text.find("outbox_pending{topic=\"t\"} 1\n"), std::string::npos) << text;
+  EXPECT_NE(text.find("outbox_oldest_pending_age_seconds{topic=\"t\"} 0\n"), std::string::npos)
+      << text;
+}
+
 TEST_F(ScheduleTest, AScheduledMessageWaitsForItsTimeAndIsThenSentOnce) {
   StartReceiver(200);
   Agent agent(Sweeping());

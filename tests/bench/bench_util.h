@@ -178,6 +178,7 @@ void RunDelivery(const Settings& settings);  // figure 3
 void RunLatency(const Settings& settings);   // figure 4a
 void RunScale(const Settings& settings);     // figure 5
 void RunSidecar(const Settings& settings);   // figures 4b and 6
+void RunCommitLatency(const Settings& settings);  // figure 4c
 void RunOrdering(const Settings& settings);  // figure 8 (per-key ordering)
 
 }  // namespace outbox::bench

@@ -20,6 +20,7 @@
 #include <cstdio>
 #include <functional>
 #include <fstream>
+#include <map>
 #include <random>
 #include <sstream>
 #include <thread>
@@ -154,29 +155,20 @@ void WaitDelivered(RawDb& app, const std::string& name) {
 
 using Launch = std::function<std::vector<std::string>(const std::string& db_path)>;
 
-RelayResult Measure(const std::string& name, const Launch& launch, WorkDir& dir,
-                    testing::NullHttpServer& sink, int samples, std::int64_t bulk,
-                    std::size_t large_payload) {
-  const std::string path = dir.File(name + ".db");
-  CreateDatabase(path);
-  RawDb app(path);
-  app.Exec("PRAGMA synchronous = NORMAL");
-  Child child(launch(path), dir.File(name + ".log"));
-  RelayResult result;
-  std::this_thread::sleep_for(std::chrono::milliseconds(1500));  // the idle period itself
-  if (!child.Running()) throw std::runtime_error(name + " exited at start; see its log");
-  result.idle_rss = child.PeakRss();
-  result.idle_private = child.PrivateRss();
-
+// Commits `samples` rows one at a time (after five that warm up), each at a
+// random phase of the relay's polling or watching, not right behind its
+// previous completion; the time from COMMIT to the sink's acknowledgement of
+// each, ms.
+std::vector<double> CommitLatencies(RawDb& app, testing::NullHttpServer& sink,
+                                    const std::string& name, int samples) {
   Statement begin = app.Prepare("BEGIN IMMEDIATE");
   Statement commit = app.Prepare("COMMIT");
   Statement insert = app.Prepare("INSERT INTO outbox(topic, msg_key, payload) VALUES(?1, ?2, ?3)");
   const std::string payload = Payload256(3);
   std::mt19937 random(42);
   std::uniform_int_distribution<int> pause_us(1000, 3000);
-  for (int i = -5; i < samples; ++i) {  // the first five warm up
-    // Commits arrive at a random phase of the relay's polling or watching,
-    // not right behind its previous completion.
+  std::vector<double> latencies_ms;
+  for (int i = -5; i < samples; ++i) {
     std::this_thread::sleep_for(std::chrono::microseconds(pause_us(random)));
     const std::string key = "lat" + std::to_string(i);
     const std::int64_t before = sink.responses();
@@ -192,10 +184,28 @@ RelayResult Measure(const std::string& name, const Launch& launch, WorkDir& dir,
       throw std::runtime_error(name + ": a committed row was not delivered within 10 s");
     }
     if (i >= 0) {
-      result.latencies_ms.push_back(
+      latencies_ms.push_back(
           std::chrono::duration<double, std::milli>(sink.last_response() - start).count());
     }
   }
+  return latencies_ms;
+}
+
+RelayResult Measure(const std::string& name, const Launch& launch, WorkDir& dir,
+                    testing::NullHttpServer& sink, int samples, std::int64_t bulk,
+                    std::size_t large_payload) {
+  const std::string path = dir.File(name + ".db");
+  CreateDatabase(path);
+  RawDb app(path);
+  app.Exec("PRAGMA synchronous = NORMAL");
+  Child child(launch(path), dir.File(name + ".log"));
+  RelayResult result;
+  std::this_thread::sleep_for(std::chrono::milliseconds(1500));  // the idle period itself
+  if (!child.Running()) throw std::runtime_error(name + " exited at start; see its log");
+  result.idle_rss = child.PeakRss();
+  result.idle_private = child.PrivateRss();
+
+  result.latencies_ms = CommitLatencies(app, sink, name, samples);
 
   InsertPending(app, kTopic, "bulk", bulk, bulk);  // one transaction
   const auto start = SteadyClock::now();
@@ -228,7 +238,54 @@ RelayResult Measure(const std::string& name, const Launch& launch, WorkDir& dir,
 
 bool Executable(const std::string& path) { return !path.empty() && ::access(path.c_str(), X_OK) == 0; }
 
+std::string WriteOutboxdConfig(WorkDir& dir, const std::string& url) {
+  const std::string config = dir.File("outboxd.json");
+  std::ofstream out(config);
+  out << R"({"topics": {")" << kTopic << R"(": {"url": ")" << url
+      << R"("}}, "metrics": {"listen": ""}, "log": {"level": "warn"}})" << '\n';
+  return config;
+}
+
 }  // namespace
+
+// Figure 4c: commit → send latency through outboxd with the application's
+// connection on synchronous=FULL and on NORMAL. outboxd makes its claim
+// durable before it sends (an fsync of the log): with NORMAL that fsync also
+// carries the application's commit, with FULL the commit paid its own.
+void RunCommitLatency(const Settings& settings) {
+  const std::string p50_row = "4c commit → send latency p50 through outboxd, application "
+                              "synchronous=FULL vs NORMAL";
+  const std::string p99_row = "4c commit → send latency p99 through outboxd, application "
+                              "synchronous=FULL vs NORMAL";
+  if (!Executable(settings.outboxd)) {
+    NotMeasured(p50_row, "no outboxd binary", "-");
+    NotMeasured(p99_row, "no outboxd binary", "-");
+    return;
+  }
+  WorkDir dir(settings.dir);
+  testing::NullHttpServer sink;
+  const std::string config = WriteOutboxdConfig(dir, sink.Url());
+  const int samples = settings.N(300);
+  std::map<std::string, std::vector<double>> latencies;
+  for (const char* synchronous : {"FULL", "NORMAL"}) {
+    const std::string name = std::string("sync-") + synchronous;
+    const std::string path = dir.File(name + ".db");
+    CreateDatabase(path);
+    RawDb app(path);
+    app.Exec(std::string("PRAGMA synchronous = ") + synchronous);
+    Child child({settings.outboxd, "--db", path, "--config", config}, dir.File(name + ".log"));
+    // The five warm-up commits also wait out outboxd's start.
+    latencies[synchronous] = CommitLatencies(app, sink, name, samples);
+    const int status = child.Terminate(std::chrono::seconds(20));
+    if (status != 0) throw std::runtime_error(name + ": outboxd exited " + std::to_string(status));
+  }
+  for (const double percentile : {50.0, 99.0}) {
+    const double full = Percentile(latencies["FULL"], percentile);
+    const double normal = Percentile(latencies["NORMAL"], percentile);
+    Row(percentile == 50 ? p50_row : p99_row, FormatMs(full), FormatMs(normal),
+        FormatRatio(full / normal), "-", std::nullopt);
+  }
+}
 
 void RunSidecar(const Settings& settings) {
   const std::string lat50 = "4b latency p50, other process commits → outboxd → sink ack vs naive relay";
@@ -247,12 +304,7 @@ void RunSidecar(const Settings& settings) {
   const int samples = settings.N(300);
   const std::int64_t bulk = settings.N(100'000);
 
-  const std::string config = dir.File("outboxd.json");
-  {
-    std::ofstream out(config);
-    out << R"({"topics": {")" << kTopic << R"(": {"url": ")" << url
-        << R"("}}, "metrics": {"listen": ""}, "log": {"level": "warn"}})" << '\n';
-  }
+  const std::string config = WriteOutboxdConfig(dir, url);
   // The naive relay first, then outboxd: each on its own file, one after the
   // other (two relays at once would share the two cores).
   const RelayResult naive = Measure(

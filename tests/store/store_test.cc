@@ -501,6 +501,31 @@ TEST_F(StoreTest, PurgeDeadTouchesOnlySelectedDeadRows) {
   EXPECT_TRUE(store_.Get(pending));
 }
 
+// A message scheduled for later is not late: only due rows give the oldest
+// due time, counted from when each became due.
+TEST_F(StoreTest, StatsGiveTheOldestDueTimeOfDueRowsOnly) {
+  SQLite::Statement q(store_.connection(),
+                      "INSERT INTO outbox(topic, msg_key, payload, created_at, deliver_at)"
+                      " VALUES('a', ?, 'p', ?, ?)");
+  const auto insert = [&](const char* key, std::int64_t created, std::int64_t deliver_at) {
+    q.reset();
+    q.bind(1, key);
+    q.bind(2, created);
+    q.bind(3, deliver_at);
+    q.exec();
+  };
+  insert("later", kNow - 3 * 3'600'000, kNow + 2 * 3'600'000);  // written 3 h ago, due in 2 h
+  insert("due", kNow - 10'000, kNow - 3000);                    // due 3 s ago
+  Stats stats = store_.GetStats(kNow);
+  ASSERT_EQ(stats.counts.size(), 1u);
+  EXPECT_EQ(stats.counts[0].count, 2);
+  EXPECT_EQ(stats.counts[0].oldest_created_at, kNow - 3 * 3'600'000);
+  EXPECT_EQ(stats.counts[0].oldest_due_at, kNow - 3000);
+  store_.connection().exec("DELETE FROM outbox WHERE msg_key = 'due'");
+  stats = store_.GetStats(kNow);
+  EXPECT_FALSE(stats.counts[0].oldest_due_at);
+}
+
 TEST_F(StoreTest, StatsCountPerTopicAndStatus) {
   Insert("a", "1", kNow, kNow - 5000);
   Insert("a", "2", kNow, kNow - 1000);
@@ -512,6 +537,7 @@ TEST_F(StoreTest, StatsCountPerTopicAndStatus) {
   EXPECT_EQ(stats.counts[0].status, Status::kPending);
   EXPECT_EQ(stats.counts[0].count, 2);
   EXPECT_EQ(stats.counts[0].oldest_created_at, kNow - 5000);
+  EXPECT_EQ(stats.counts[0].oldest_due_at, kNow - 5000);
   EXPECT_EQ(stats.counts[1].status, Status::kDead);
   EXPECT_EQ(stats.counts[2].topic, "b");
   EXPECT_EQ(stats.counts[2].status, Status::kDelivered);

@@ -6,6 +6,7 @@
 #include <string>
 
 #include "outbox/transport.h"
+#include "util/http_status.h"
 
 namespace outbox::transport {
 namespace {
@@ -96,8 +97,7 @@ Result Classify(int curl_code, long http_status, std::string_view retry_after, s
   } else if (http_status >= 400 && http_status <= 499 && !IsEndpointFailureStatus4xx(http_status)) {
     result.outcome = Outcome::kMessageFailure;
   } else {
-    result.configuration_failure =
-        http_status == 401 || http_status == 403 || http_status == 404 || http_status == 407;
+    result.configuration_failure = util::IsConfigurationFailureStatus(http_status);
     // 5xx, the listed 4xx, and 3xx (redirects are never followed: a captive
     // portal is an outage), and anything that is no final status at all.
     result.outcome = Outcome::kEndpointFailure;

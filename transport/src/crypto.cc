@@ -30,53 +30,6 @@ void CheckOpenSsl(bool ok, const char* what) {
   if (!ok) throw std::runtime_error(std::string("OpenSSL ") + what + " failed");
 }
 
-std::string HexEncode(const unsigned char* bytes, std::size_t size) {
-  static constexpr char kDigits[] = "0123456789abcdef";
-  std::string hex;
-  hex.reserve(size * 2);
-  for (std::size_t i = 0; i < size; ++i) {
-    hex += kDigits[bytes[i] >> 4];
-    hex += kDigits[bytes[i] & 0xF];
-  }
-  return hex;
-}
-
-// SHA-256 over fields that are each preceded by their length as 8 bytes big
-// endian, so ("ab","c") and ("a","bc") can never hash alike.
-class LengthPrefixedSha256 {
- public:
-  LengthPrefixedSha256() : context_(EVP_MD_CTX_new()) {
-    CheckOpenSsl(
-        context_ != nullptr && EVP_DigestInit_ex(context_.get(), EVP_sha256(), nullptr) == 1,
-        "SHA-256 init");
-  }
-
-  void Add(std::string_view field) {
-    std::array<unsigned char, 8> length{};
-    std::uint64_t size = field.size();
-    for (int i = 7; i >= 0; --i) {
-      length[static_cast<std::size_t>(i)] = static_cast<unsigned char>(size);
-      size >>= 8;
-    }
-    CheckOpenSsl(EVP_DigestUpdate(context_.get(), length.data(), length.size()) == 1 &&
-                     EVP_DigestUpdate(context_.get(), field.data(), field.size()) == 1,
-                 "SHA-256 update");
-  }
-
-  std::string HexDigest() {
-    std::array<unsigned char, EVP_MAX_MD_SIZE> digest{};
-    unsigned int size = 0;
-    CheckOpenSsl(EVP_DigestFinal_ex(context_.get(), digest.data(), &size) == 1, "SHA-256 final");
-    return HexEncode(digest.data(), size);
-  }
-
- private:
-  struct Free {
-    void operator()(EVP_MD_CTX* context) const { EVP_MD_CTX_free(context); }
-  };
-  std::unique_ptr<EVP_MD_CTX, Free> context_;
-};
-
 // "id.timestamp.body", what Standard Webhooks signs.
 std::string SignedContent(std::string_view id, std::string_view timestamp, std::string_view body) {
   std::string content;
@@ -124,9 +77,10 @@ std::string MessageId(std::string_view database_id, std::string_view topic, std:
 }
 
 std::string BatchId(std::span<const Message> messages) {
-  LengthPrefixedSha256 hash;
-  for (const Message& message : messages) hash.Add(message.id);
-  return hash.HexDigest();
+  std::vector<std::string_view> ids;
+  ids.reserve(messages.size());
+  for (const Message& message : messages) ids.push_back(message.id);
+  return util::LengthPrefixedSha256Hex(ids);
 }
 
 std::string WebhookSignature(std::span<const std::string> secrets, std::string_view id,

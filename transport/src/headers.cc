@@ -5,6 +5,7 @@
 
 #include "internal.h"
 #include "outbox/transport.h"
+#include "util/http_token.h"
 #include "util/rfc3339.h"
 
 namespace outbox::transport {
@@ -59,7 +60,7 @@ std::string Printable(std::string_view text) {
 }
 
 void CheckRowHeader(const Header& header) {
-  if (!internal::IsToken(header.first)) {
+  if (!util::IsHttpToken(header.first)) {
     throw std::invalid_argument("headers: name \"" + Printable(header.first) +
                                 "\" is not an HTTP header name");
   }

@@ -37,8 +37,6 @@ bool StartsWithIgnoreCase(std::string_view text, std::string_view prefix);
 // names less the credentials). Content-Type has its own option.
 bool IsReservedForEndpoint(std::string_view name);
 
-// RFC 9110 token (header names).
-bool IsToken(std::string_view text);
 // No control characters except horizontal tab.
 bool IsValidHeaderValue(std::string_view value);
 

@@ -9,6 +9,7 @@
 
 #include "internal.h"
 #include "outbox/transport.h"
+#include "util/http_token.h"
 
 namespace outbox::transport {
 namespace {
@@ -58,7 +59,7 @@ void ValidateHeaders(const Headers& headers) {
   for (std::size_t i = 0; i < headers.size(); ++i) {
     const auto& [name, value] = headers[i];
     const std::string field = "headers[" + std::to_string(i) + "]";
-    if (!internal::IsToken(name)) Fail(field, "name is not an HTTP header name");
+    if (!util::IsHttpToken(name)) Fail(field, "name is not an HTTP header name");
     if (internal::EqualsIgnoreCase(name, "Content-Type")) {
       Fail(field, "set Content-Type with content_type");
     }

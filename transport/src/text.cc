@@ -20,17 +20,6 @@ bool StartsWithIgnoreCase(std::string_view text, std::string_view prefix) {
   return text.size() >= prefix.size() && EqualsIgnoreCase(text.substr(0, prefix.size()), prefix);
 }
 
-bool IsToken(std::string_view text) {
-  if (text.empty()) return false;
-  for (const char c : text) {
-    const bool alnum = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9');
-    if (!alnum && std::string_view("!#$%&'*+-.^_`|~").find(c) == std::string_view::npos) {
-      return false;
-    }
-  }
-  return true;
-}
-
 bool IsValidHeaderValue(std::string_view value) {
   for (const char c : value) {
     const auto byte = static_cast<unsigned char>(c);

@@ -1,21 +1,15 @@
 #include "http_head.h"
 
+#include "util/http_token.h"
+
 #include <algorithm>
 #include <cctype>
 
 namespace outbox::util::http {
 namespace {
 
-// RFC 9110 token characters (method and header names).
-bool IsTokenChar(char c) {
-  static constexpr std::string_view kSpecials = "!#$%&'*+-.^_`|~";
-  return std::isalnum(static_cast<unsigned char>(c)) != 0 ||
-         kSpecials.find(c) != std::string_view::npos;
-}
-
-bool IsToken(std::string_view text) {
-  return !text.empty() && std::all_of(text.begin(), text.end(), IsTokenChar);
-}
+// Method and header names are RFC 9110 tokens (the one check, util's).
+bool IsToken(std::string_view text) { return IsHttpToken(text); }
 
 std::string_view Trim(std::string_view text) {
   while (!text.empty() && (text.front() == ' ' || text.front() == '\t')) text.remove_prefix(1);

@@ -34,11 +34,16 @@ const EVP_MD* Sha256() {
 }  // namespace
 
 std::string MessageId(std::string_view database_id, std::string_view topic, std::string_view key) {
+  const std::string_view fields[] = {database_id, topic, key};
+  return LengthPrefixedSha256Hex(fields);
+}
+
+std::string LengthPrefixedSha256Hex(std::span<const std::string_view> fields) {
   // One context per thread, reset by each init: no allocation per id.
   thread_local const std::unique_ptr<EVP_MD_CTX, FreeContext> context(EVP_MD_CTX_new());
   Check(context != nullptr && EVP_DigestInit_ex2(context.get(), Sha256(), nullptr) == 1,
         "SHA-256 init");
-  for (std::string_view field : {database_id, topic, key}) {
+  for (std::string_view field : fields) {
     std::array<unsigned char, 8> length{};
     std::uint64_t size = field.size();
     for (int i = 7; i >= 0; --i) {

@@ -3,10 +3,15 @@
 // An Agent owns its threads and its own SQLite connections:
 //  - a writer thread that applies every state change (claims, completions,
 //    reschedules) in few transactions (group commit);
-//  - a sweeper thread that recycles expired leases and claims due rows of the
-//    topics that can send now;
-//  - per route, a bounded pool of worker threads that read a row just before
-//    sending it and hand the outcome back to the writer;
+//  - a sweeper thread that recycles expired leases, takes back rows of dead
+//    agents, parks rows behind dead heads, expires rows past their deadline
+//    (expires_at, ttl_ms), runs retention and claims due rows of the topics
+//    that can send now;
+//  - per route, a pool of worker threads over a queue of claimed rows (the
+//    claim returned them whole, so a worker reads nothing) bounded in rows
+//    and bytes; a worker sends one row, a batch bounded by batch.max_messages
+//    and batch.max_bytes, or a run of one ordering key, and hands the outcome
+//    back to the writer;
 //  - optionally a watcher that notices commits of other processes.
 // Every thread is joined by Stop() (or the destructor). After a clean stop no
 // row is left in flight by this agent.
@@ -442,7 +447,9 @@ class Agent {
   bool Running() const;
   const std::string& database_id() const;
   const std::string& owner() const;
-  // Counters plus a fresh read of the database numbers.
+  // Counters plus a fresh read of the database numbers. Thread-safe, also
+  // while Start() or Stop() runs on another thread (a scrape during a stop
+  // sees the counters without the database numbers once the stop is done).
   MetricsSnapshot Snapshot();
   // The circuit breakers alone (no database read). Thread-safe.
   std::vector<BreakerState> Breakers() const;

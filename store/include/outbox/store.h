@@ -433,6 +433,11 @@ struct Claimed {
   Lease lease;
   std::string topic;
   Row row{};
+  // Where the lease ends on the boot clock (Options::boot_clock), as the
+  // claim recorded it; nullopt when the boot id is unknown, and the lease
+  // then ends at row.lease_expires_at on wall time. A sender judges a lapse
+  // by this, not by the wall clock, which may jump either way.
+  std::optional<std::int64_t> lease_boot_until{};
 };
 
 // Rows of one topic in one status.
@@ -442,6 +447,10 @@ struct TopicStatusCount {
   std::int64_t count = 0;
   // Oldest created_at among them.
   std::int64_t oldest_created_at = 0;
+  // Among them, those due at the time GetStats was given (deliver_at passed,
+  // or none): the earliest time one became due, max(created_at, deliver_at).
+  // nullopt when none is due (a message scheduled hours ahead is not late).
+  std::optional<std::int64_t> oldest_due_at{};
 };
 
 struct Stats {
@@ -731,7 +740,9 @@ class Store {
   // instead of one per row.
   std::vector<std::optional<Row>> GetLeased(std::span<const Lease> leases);
   std::vector<Row> List(const ListFilter& filter);
-  Stats GetStats();
+  // `now` (wall ms) decides which rows are due (TopicStatusCount::
+  // oldest_due_at); without it only rows without deliver_at are.
+  Stats GetStats(std::optional<std::int64_t> now = std::nullopt);
   // Topics with at least one pending row (an index seek per topic).
   std::vector<std::string> PendingTopics();
   // Whether `topic` has a pending, due, unquarantined row (a cheap read).

@@ -3,6 +3,7 @@
 // that reconciles with a receiver. Internal to edge-outbox; thread-safe.
 #pragma once
 
+#include <span>
 #include <string>
 #include <string_view>
 
@@ -13,5 +14,10 @@ namespace outbox::util {
 // hash alike. Identical on every retry, unique across devices (each database
 // has its own id). Throws std::runtime_error if OpenSSL fails.
 std::string MessageId(std::string_view database_id, std::string_view topic, std::string_view key);
+
+// Lowercase hex SHA-256 over `fields`, each preceded by its length as 8
+// bytes big endian: MessageId's hash, and a batch's id over its members'.
+// Throws std::runtime_error if OpenSSL fails.
+std::string LengthPrefixedSha256Hex(std::span<const std::string_view> fields);
 
 }  // namespace outbox::util
