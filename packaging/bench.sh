@@ -32,7 +32,7 @@ args=(--reps "$reps" --scale "$scale" --relay "$relay")
 start=$(date +%s)
 load_before=$(cut -d' ' -f1-3 /proc/loadavg)
 status=0
-for figure in enqueue store delivery latency scale sidecar ordering; do
+for figure in enqueue store delivery latency scale sidecar ordering smalldevice; do
   printf '=== %s\n' "$figure" >&2
   figure_start=$(date +%s)
   # Result rows go to the table; the details (query plans, timings) to stderr.
