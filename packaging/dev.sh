@@ -14,7 +14,9 @@
 #                            CMake/pkg-config files (packaging/check-package.sh),
 #                            clang ASan+UBSan (all but the `slow` crash test),
 #                            clang TSan (`unit`), and every libFuzzer target
-#                            for FUZZ_SECONDS (default 20) each
+#                            for FUZZ_SECONDS (default 20) each; then the
+#                            arm64 cross build's unit tests and an armhf
+#                            smoke run under qemu-user-static
 #   packaging/dev.sh cross ARCH [unit|smoke]
 #                            ARCH = arm64 or armhf: cross-build everything
 #                            with Debian's cross compilers, run the tests
@@ -296,6 +298,14 @@ cmd_test() {
   "$root/tests/fuzz/run.sh" "$root/build-fuzz" "${FUZZ_SECONDS:-20}"
   stage_done
 
+  # The ARM boards it is for: the arm64 build with its unit tests, and the
+  # 32-bit armhf build's smoke run (time past 2038, sizes past 4 GiB), both
+  # under qemu-user-static; `dev.sh cross ARCH` runs everything.
+  install_cross_deps arm64
+  install_cross_deps armhf
+  cross_run arm64 unit
+  cross_run armhf smoke
+
   printf '\nall tests passed in %ss\n' "$(( $(date +%s) - total_start ))"
 }
 
@@ -338,27 +348,14 @@ cross_smoke() {
   run_tests "$dir" -R 'Year2038|ParseRetryAfter|SizesPast4GiB|Rfc3339|ParseTimeArg'
 }
 
-# cross ARCH [all|unit|smoke]
-cmd_cross() {
-  local arch=${1:-} scope=${2:-all} triplet emulator
+# cross_run ARCH all|unit|smoke: the cross build, its tests under the
+# emulator, and (all) the packages; the dependencies are installed already.
+cross_run() {
+  local arch=$1 scope=$2 triplet emulator
   case $arch in
     arm64) triplet=aarch64-linux-gnu emulator=qemu-aarch64-static ;;
     armhf) triplet=arm-linux-gnueabihf emulator=qemu-arm-static ;;
-    *)
-      echo "usage: $0 cross arm64|armhf [all|unit|smoke]" >&2
-      exit 2
-      ;;
   esac
-  case $scope in all | unit | smoke) ;; *)
-    echo "usage: $0 cross $arch [all|unit|smoke]" >&2
-    exit 2
-    ;;
-  esac
-  local total_start
-  total_start=$(date +%s)
-  install_deps
-  install_cross_deps "$arch"
-
   stage "cross build ($arch, $triplet-g++)"
   if [ "$scope" = smoke ]; then
     configure_and_build_targets "build-$arch" "$arch" outboxd outboxctl util_test transport_test \
@@ -369,8 +366,8 @@ cmd_cross() {
   stage_done
 
   stage "tests ($arch under $emulator): $scope"
-  # Emulation is 5-20x slower: deadlines that scale read OUTBOX_TEST_SLOWDOWN;
-  # bounds on time, memory or speed are judged natively only.
+  # Emulation is 5-20x slower: deadlines scale by OUTBOX_TEST_SLOWDOWN; bounds
+  # on time, memory or speed are judged natively only (OUTBOX_TEST_EMULATED).
   export OUTBOX_TEST_SLOWDOWN=10 OUTBOX_TEST_EMULATED=1
   case $scope in
     all) run_tests "build-$arch" -LE 'soak' --timeout 1800 ;;
@@ -386,6 +383,26 @@ cmd_cross() {
     "$root/packaging/check-package.sh" "$root/build-deb-$arch"
     stage_done
   fi
+}
+
+# cross ARCH [all|unit|smoke]
+cmd_cross() {
+  local arch=${1:-} scope=${2:-all}
+  case $arch in arm64 | armhf) ;; *)
+    echo "usage: $0 cross arm64|armhf [all|unit|smoke]" >&2
+    exit 2
+    ;;
+  esac
+  case $scope in all | unit | smoke) ;; *)
+    echo "usage: $0 cross $arch [all|unit|smoke]" >&2
+    exit 2
+    ;;
+  esac
+  local total_start
+  total_start=$(date +%s)
+  install_deps
+  install_cross_deps "$arch"
+  cross_run "$arch" "$scope"
   printf '\ncross %s (%s) passed in %ss\n' "$arch" "$scope" "$(( $(date +%s) - total_start ))"
 }
 
