@@ -443,6 +443,8 @@ if(OUTBOX_MANPAGES)
     list(GET _outbox_man_${_prog} 1 _name)
     set(_include "${PROJECT_SOURCE_DIR}/packaging/man/${_prog}.h2m")
     set(_page "${PROJECT_BINARY_DIR}/man/${_prog}.${_section}")
+    # help2man runs the program: under the emulator in a cross build.
+    outbox_runnable(_run ${_prog})
     if(_prog STREQUAL "outboxctl")
       # outboxctl(1) lists every subcommand with its flags, from the program.
       set(_static "${_include}")
@@ -450,7 +452,7 @@ if(OUTBOX_MANPAGES)
       add_custom_command(OUTPUT "${_include}"
         COMMAND ${CMAKE_COMMAND} -E make_directory "${PROJECT_BINARY_DIR}/man"
         COMMAND sh "${PROJECT_SOURCE_DIR}/packaging/man/subcommands-h2m.sh"
-          $<TARGET_FILE:outboxctl> "${_static}" > "${_include}"
+          "${_run}" "${_static}" > "${_include}"
         DEPENDS outboxctl "${_static}" "${PROJECT_SOURCE_DIR}/packaging/man/subcommands-h2m.sh"
         COMMENT "Listing outboxctl's subcommands for its man page")
     endif()
@@ -460,7 +462,7 @@ if(OUTBOX_MANPAGES)
       COMMAND ${CMAKE_COMMAND} -E make_directory "${PROJECT_BINARY_DIR}/man"
       COMMAND ${CMAKE_COMMAND} -E env SOURCE_DATE_EPOCH=${_outbox_changelog_epoch}
         "${OUTBOX_HELP2MAN}" --no-info --no-discard-stderr --section=${_section}
-        --name=${_name} --include=${_include} --output=${_page} $<TARGET_FILE:${_prog}>
+        --name=${_name} --include=${_include} --output=${_page} "${_run}"
       COMMAND "${OUTBOX_GZIP}" -9nf "${_page}"
       DEPENDS ${_prog} "${_include}" "${PROJECT_SOURCE_DIR}/packaging/debian/changelog"
       COMMENT "Generating ${_prog}(${_section}) with help2man"

@@ -46,7 +46,7 @@ args=(--reps "$reps" --scale "$scale" --relay "$relay")
 start=$(date +%s)
 load_before=$(cut -d' ' -f1-3 /proc/loadavg)
 status=0
-for figure in enqueue store delivery latency scale sidecar commit-latency ordering; do
+for figure in enqueue store delivery latency scale sidecar commit-latency ordering smalldevice; do
   printf '=== %s\n' "$figure" >&2
   figure_start=$(date +%s)
   before=$(row_count)

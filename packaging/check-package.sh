@@ -6,7 +6,10 @@
 # Usage: packaging/check-package.sh BUILD_DIR
 #   BUILD_DIR is built and configured with -DCMAKE_INSTALL_PREFIX=/usr
 #   -DOUTBOX_BUILD_TESTS=OFF, as docs/install.md says (packaging/dev.sh does
-#   both). The packages are left in BUILD_DIR/package/.
+#   both). The packages are left in BUILD_DIR/package/. A cross build
+#   (cmake/toolchains/debian-cross.cmake) gives packages of its architecture,
+#   checked the same way: its programs and the consumers run under the
+#   build's emulator.
 #
 # Checks, in order:
 #   1. one cpack run builds edge-outbox_*.deb and edge-outbox-dev_*.deb; their
@@ -47,6 +50,11 @@ prefix=$(cache CMAKE_INSTALL_PREFIX)
   fail "$build is configured for prefix '$prefix'; a Debian package needs -DCMAKE_INSTALL_PREFIX=/usr"
 libdir=$(cache CMAKE_INSTALL_LIBDIR) # lib/<multiarch>
 cxx=$(cache CMAKE_CXX_COMPILER)
+# A cross build: the target's Debian architecture, and how to run its programs.
+arch=$(cache OUTBOX_TARGET_ARCH)
+[ -n "$arch" ] || arch=$(dpkg --print-architecture)
+read -r -a emulator <<<"$(cache CMAKE_CROSSCOMPILING_EMULATOR)"
+toolchain=$(cache CMAKE_TOOLCHAIN_FILE)
 version=$(sed -n 's/^set(CPACK_PACKAGE_VERSION "\(.*\)")$/\1/p' "$build/CPackConfig.cmake")
 
 work=$(mktemp -d)
@@ -70,7 +78,6 @@ done < <(find "$build" \( -name 'liboutbox_*.a' -o -name 'liboutbox_*.so' \) -no
 rm -rf "$build/package"
 cpack --config "$build/CPackConfig.cmake" -B "$build/package" >"$work/cpack.log" 2>&1 ||
   { cat "$work/cpack.log" >&2; fail "cpack"; }
-arch=$(dpkg --print-architecture)
 deb="$build/package/edge-outbox_${version}_$arch.deb"
 dev="$build/package/edge-outbox-dev_${version}_$arch.deb"
 for d in "$deb" "$dev"; do
@@ -249,19 +256,20 @@ ok "installed documentation: README.md and $(find "$root/usr/share/doc/edge-outb
 # --- 4b. the programs, run from the extracted packages --------------------------
 export LD_LIBRARY_PATH="$root/usr/$libdir${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 ctl="$root/usr/bin/outboxctl"
-"$ctl" --help >"$work/help.txt" || fail "outboxctl --help"
+"${emulator[@]}" "$ctl" --help >"$work/help.txt" || fail "outboxctl --help"
 grep -q init "$work/help.txt" || fail "outboxctl --help does not mention init"
-"$ctl" --db "$work/extracted.db" init >/dev/null || fail "outboxctl --db X init"
-"$ctl" --db "$work/extracted.db" stats >/dev/null || fail "outboxctl --db X stats"
+"${emulator[@]}" "$ctl" --db "$work/extracted.db" init >/dev/null || fail "outboxctl --db X init"
+"${emulator[@]}" "$ctl" --db "$work/extracted.db" stats >/dev/null || fail "outboxctl --db X stats"
 ok "outboxctl from the package: --help, init, stats"
 if [ -x "$root/usr/bin/outboxd" ]; then
   # The example's secrets are env: references; give them dummy values.
   ORDERS_TOKEN="Bearer check-package" \
     ORDERS_WEBHOOK_SECRET="whsec_$(printf 'check-package-secret-32-bytes!!!' | base64)" \
-    "$root/usr/bin/outboxd" --db "$work/extracted.db" \
+    "${emulator[@]}" "$root/usr/bin/outboxd" --db "$work/extracted.db" \
     --config "$root/etc/outbox/outboxd.example.json" --check-config ||
     fail "outboxd --check-config on the example config"
-  ok "outboxd from the package: --check-config on the example config"
+  "${emulator[@]}" "$root/usr/bin/outboxd" --version >/dev/null || fail "outboxd --version"
+  ok "outboxd from the package: --version, --check-config on the example config"
 else
   echo "  (outboxd is not built yet: its --check-config step is skipped)"
 fi
@@ -368,14 +376,16 @@ ok "maintainer scripts: user and group created once, re-enabled after purge; not
 # --- 8. staged install: find_package and pkg-config consumers -----------------
 stage="$work/stage"
 DESTDIR="$stage" cmake --install "$build" >/dev/null || fail "DESTDIR=$stage cmake --install"
+cross=()
+[ -z "$toolchain" ] || cross=(-DCMAKE_TOOLCHAIN_FILE="$toolchain" -DOUTBOX_TARGET_ARCH="$arch")
 cmake -S "$src/tests/consumer" -B "$work/consumer" -G Ninja -DCMAKE_CXX_COMPILER="$cxx" \
-  -DCMAKE_PREFIX_PATH="$stage/usr" >"$work/consumer.log" 2>&1 ||
+  "${cross[@]}" -DCMAKE_PREFIX_PATH="$stage/usr" >"$work/consumer.log" 2>&1 ||
   { cat "$work/consumer.log" >&2; fail "configuring tests/consumer against the stage"; }
 found=$(sed -n 's/^outbox_DIR:PATH=//p' "$work/consumer/CMakeCache.txt")
 [ "$found" = "$stage/usr/$libdir/cmake/outbox" ] || fail "find_package(outbox) found '$found', not the stage"
 cmake --build "$work/consumer" >>"$work/consumer.log" 2>&1 ||
   { cat "$work/consumer.log" >&2; fail "building tests/consumer"; }
-out=$("$work/consumer/consumer" "$work/consumer.db") || fail "tests/consumer: $out"
+out=$("${emulator[@]}" "$work/consumer/consumer" "$work/consumer.db") || fail "tests/consumer: $out"
 [ "$out" = pending=1 ] || fail "tests/consumer printed '$out'"
 linked=$(sed -n 's/^-- consumer links: //p' "$work/consumer.log")
 ok "tests/consumer via find_package(outbox) from the stage: $out (links $linked)"
@@ -388,6 +398,8 @@ elif [[ " ${libraries[*]} " == *" outbox_testing "* ]]; then
 fi
 
 export PKG_CONFIG_PATH="$stage/usr/$libdir/pkgconfig"
+# A cross build: the dependencies' .pc files of the target architecture only.
+[ -z "$toolchain" ] || export PKG_CONFIG_LIBDIR="/usr/$libdir/pkgconfig:/usr/share/pkgconfig"
 pc() { pkg-config --define-variable=prefix="$stage/usr" "$@" outbox; }
 [ "$(pc --modversion)" = "$version" ] || fail "pkg-config --modversion outbox: $(pc --modversion)"
 [ "$(pkg-config --path outbox)" = "$stage/usr/$libdir/pkgconfig/outbox.pc" ] || fail "pkg-config found $(pkg-config --path outbox)"
@@ -396,7 +408,7 @@ flags=${flags% }
 # shellcheck disable=SC2086 # the flags are words
 "$cxx" -std=c++20 "$src/tests/consumer/main.cc" -o "$work/consumer-pc" $flags ||
   fail "building tests/consumer/main.cc with: $flags"
-out=$("$work/consumer-pc" "$work/consumer-pc.db") || fail "pkg-config consumer: $out"
+out=$("${emulator[@]}" "$work/consumer-pc" "$work/consumer-pc.db") || fail "pkg-config consumer: $out"
 [ "$out" = pending=1 ] || fail "pkg-config consumer printed '$out'"
 ok "pkg-config --cflags --libs outbox: $flags"
 ok "the same program built with those flags: $out"

@@ -16,7 +16,15 @@
 #                            and the `broker` tests, which run in the g++
 #                            stage only, and the `bench` smoke run),
 #                            clang TSan (`unit`), and every libFuzzer target
-#                            for FUZZ_SECONDS (default 20) each
+#                            for FUZZ_SECONDS (default 20) each; then the
+#                            arm64 cross build's unit tests and an armhf
+#                            smoke run under qemu-user-static
+#   packaging/dev.sh cross ARCH [unit|smoke]
+#                            ARCH = arm64 or armhf: cross-build everything
+#                            with Debian's cross compilers, run the tests
+#                            under qemu-user-static (all of them, or only the
+#                            unit label, or a smoke run), then build and check
+#                            the two packages for ARCH
 #   packaging/dev.sh bench   build and run the benchmarks (not part of test)
 #   packaging/dev.sh soak    build and run the soak (ctest label soak, not part
 #                            of test): outboxd under load and outages for
@@ -55,6 +63,14 @@ packages=(
 service_units=(
   prometheus.service mosquitto.service nats-server.service
   rabbitmq-server.service epmd.service epmd.socket nginx.service
+)
+# What `cross ARCH` adds: the cross compilers, the emulator, and the ARCH
+# builds of every library the project links (multiarch, beside the native
+# ones; the architecture-independent headers come with the list above).
+cross_libraries=(
+  libsqlite3-dev libsqlitecpp-dev libcurl4-openssl-dev libssl-dev libspdlog-dev
+  libfmt-dev libcpp-httplib-dev libgtest-dev libgmock-dev libbenchmark-dev
+  zlib1g-dev libnats-dev libmosquitto-dev
 )
 # Debian's node-sqlite3 needs Debian's nodejs; see install_node.
 node_packages=(nodejs node-sqlite3)
@@ -286,7 +302,125 @@ cmd_test() {
   "$root/tests/fuzz/run.sh" "$root/build-fuzz" "${FUZZ_SECONDS:-20}"
   stage_done
 
+  # The ARM boards it is for: the arm64 build with its unit tests, and the
+  # 32-bit armhf build's smoke run (time past 2038, sizes past 4 GiB), both
+  # under qemu-user-static; `dev.sh cross ARCH` runs everything.
+  install_cross_deps arm64
+  install_cross_deps armhf
+  cross_run arm64 unit
+  cross_run armhf smoke
+
   printf '\nall tests passed in %ss\n' "$(( $(date +%s) - total_start ))"
+}
+
+# install_cross_deps ARCH: the foreign architecture, its cross compilers,
+# qemu-user-static and the ARCH libraries.
+install_cross_deps() {
+  local arch=$1
+  if ! dpkg --print-foreign-architectures | grep -qx "$arch"; then
+    stage "adding the Debian architecture $arch (dpkg --add-architecture)"
+    local sudo=()
+    [ "$(id -u)" -eq 0 ] || sudo=(sudo)
+    "${sudo[@]}" dpkg --add-architecture "$arch"
+    stage_done
+  fi
+  install_packages "crossbuild-essential-$arch" qemu-user-static "${cross_libraries[@]/%/:$arch}"
+}
+
+# configure_cross DIR ARCH [cmake args...]: a build tree for ARCH.
+configure_cross() {
+  local dir=$1 arch=$2
+  shift 2
+  configure_and_build "$dir" -DOUTBOX_TARGET_ARCH="$arch" \
+    -DCMAKE_TOOLCHAIN_FILE="$root/cmake/toolchains/debian-cross.cmake" \
+    -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_INSTALL_PREFIX=/usr "$@"
+}
+
+# The smoke run of a cross build: the programs start under the emulator, and
+# the unit tests of time and sizes (every 32-bit hazard) pass.
+cross_smoke() {
+  local dir=$1 emulator=$2 db
+  db=$(mktemp -d)
+  "$emulator" "$root/$dir/agent/outboxd" --version
+  "$emulator" "$root/$dir/agent/outboxctl" --db "$db/smoke.db" init
+  "$emulator" "$root/$dir/agent/outboxctl" --db "$db/smoke.db" enqueue --topic smoke --key k1 \
+    --expires-at 2040-01-01T00:00:00Z </dev/null
+  "$emulator" "$root/$dir/agent/outboxctl" --db "$db/smoke.db" show --topic smoke --key k1 |
+    grep -q 'expires_at: *2040-01-01T00:00:00.000Z' ||
+    { rm -rf "$db"; echo "cross smoke: an expires_at past 2038 did not survive" >&2; return 1; }
+  rm -rf "$db"
+  run_tests "$dir" -R 'Year2038|ParseRetryAfter|SizesPast4GiB|Rfc3339|ParseTimeArg'
+}
+
+# cross_run ARCH all|unit|smoke: the cross build, its tests under the
+# emulator, and (all) the packages; the dependencies are installed already.
+cross_run() {
+  local arch=$1 scope=$2 triplet emulator
+  case $arch in
+    arm64) triplet=aarch64-linux-gnu emulator=qemu-aarch64-static ;;
+    armhf) triplet=arm-linux-gnueabihf emulator=qemu-arm-static ;;
+  esac
+  stage "cross build ($arch, $triplet-g++)"
+  if [ "$scope" = smoke ]; then
+    configure_and_build_targets "build-$arch" "$arch" outboxd outboxctl util_test transport_test \
+      agent_test
+  else
+    configure_cross "build-$arch" "$arch"
+  fi
+  stage_done
+
+  stage "tests ($arch under $emulator): $scope"
+  # Emulation is 5-20x slower: deadlines scale by OUTBOX_TEST_SLOWDOWN; bounds
+  # on time, memory or speed are judged natively only (OUTBOX_TEST_EMULATED).
+  export OUTBOX_TEST_SLOWDOWN=10 OUTBOX_TEST_EMULATED=1
+  case $scope in
+    all) run_tests "build-$arch" -LE 'soak' --timeout 1800 ;;
+    unit) run_tests "build-$arch" -L '^unit$' --timeout 900 ;;
+    smoke) cross_smoke "build-$arch" "$emulator" ;;
+  esac
+  unset OUTBOX_TEST_SLOWDOWN OUTBOX_TEST_EMULATED
+  stage_done
+
+  if [ "$scope" = all ]; then
+    stage "package ($arch): two .debs from a cross build without tests, lintian, staged install"
+    configure_cross "build-deb-$arch" "$arch" -DOUTBOX_BUILD_TESTS=OFF
+    "$root/packaging/check-package.sh" "$root/build-deb-$arch"
+    stage_done
+  fi
+}
+
+# cross ARCH [all|unit|smoke]
+cmd_cross() {
+  local arch=${1:-} scope=${2:-all}
+  case $arch in arm64 | armhf) ;; *)
+    echo "usage: $0 cross arm64|armhf [all|unit|smoke]" >&2
+    exit 2
+    ;;
+  esac
+  case $scope in all | unit | smoke) ;; *)
+    echo "usage: $0 cross $arch [all|unit|smoke]" >&2
+    exit 2
+    ;;
+  esac
+  local total_start
+  total_start=$(date +%s)
+  install_deps
+  install_cross_deps "$arch"
+  cross_run "$arch" "$scope"
+  printf '\ncross %s (%s) passed in %ss\n' "$arch" "$scope" "$(( $(date +%s) - total_start ))"
+}
+
+# configure_and_build_targets DIR ARCH TARGET...: a cross tree, only TARGETs built.
+configure_and_build_targets() {
+  local dir=$1 arch=$2
+  shift 2
+  local launcher=()
+  command -v ccache >/dev/null &&
+    launcher=(-DCMAKE_C_COMPILER_LAUNCHER=ccache -DCMAKE_CXX_COMPILER_LAUNCHER=ccache)
+  cmake -S "$root" -B "$root/$dir" -G Ninja -DCMAKE_COMPILE_WARNING_AS_ERROR=ON "${launcher[@]}" \
+    -DOUTBOX_TARGET_ARCH="$arch" -DCMAKE_TOOLCHAIN_FILE="$root/cmake/toolchains/debian-cross.cmake" \
+    -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_INSTALL_PREFIX=/usr >/dev/null
+  cmake --build "$root/$dir" -j "$jobs" --target "$@"
 }
 
 # Everyday work: the g++ build and the fast suites (label unit: the util,
@@ -333,6 +467,10 @@ cmd_bench() {
 
 case "${1:-}" in
   check) cmd_check ;;
+  cross)
+    shift
+    cmd_cross "$@"
+    ;;
   test) cmd_test ;;
   demo) cmd_demo ;;
   bench) cmd_bench ;;
@@ -346,7 +484,7 @@ case "${1:-}" in
     ;;
   deps) install_deps ;;
   *)
-    echo "usage: $0 demo|check|test|bench|soak|deps" >&2
+    echo "usage: $0 demo|check|test|cross ARCH|bench|soak|deps" >&2
     exit 2
     ;;
 esac

@@ -2,17 +2,16 @@
 #include <chrono>
 
 #include "outbox/agent.h"
+#include "util/clock.h"
 
 namespace outbox::agent {
 namespace {
 
 class SystemClockImpl final : public Clock {
  public:
-  std::int64_t WallMs() override {
-    return std::chrono::duration_cast<std::chrono::milliseconds>(
-               std::chrono::system_clock::now().time_since_epoch())
-        .count();
-  }
+  // util::NowMs, not std::chrono::system_clock: correct past 2038 on a
+  // 32-bit time_t too.
+  std::int64_t WallMs() override { return util::NowMs(); }
   std::chrono::steady_clock::time_point Monotonic() override {
     return std::chrono::steady_clock::now();
   }

@@ -163,5 +163,23 @@ TEST(ParseConfigSinks, BrokerIdentitiesMayBeSecretReferences) {
             R"(topics."a".nats.nkey: environment variable OUTBOX_TEST_UNSET_NKEY is not set)");
 }
 
+// Sizes past 2^32 where the API holds them: std::size_t fields are 32 bits
+// on armhf, and a value that does not fit is refused naming the key, never
+// truncated; the 64-bit fields keep it whole everywhere.
+TEST(ParseConfigSinks, SizesPast4GiBAreKeptOrRefusedNeverTruncated) {
+  const std::string batch = R"("batch": {"max_messages": 10, "max_bytes": 5000000000})";
+  if constexpr (sizeof(std::size_t) == 4) {
+    EXPECT_EQ(ErrorOf(Topic("http://h/", batch)),
+              R"(topics."a".batch.max_bytes: expected an integer from 1 to 4294967295, got 5000000000)");
+  } else {
+    EXPECT_EQ(ParseConfig(Topic("http://h/", batch)).options.topics.at("a").endpoint.batch.max_bytes,
+              5'000'000'000u);
+  }
+  EXPECT_EQ(ParseConfig(Topic("http://h/", R"("queue_bytes": 4294967296)"))
+                .options.topics.at("a")
+                .queue_bytes,
+            4'294'967'296);
+}
+
 }  // namespace
 }  // namespace outbox::agent

@@ -179,6 +179,7 @@ void RunLatency(const Settings& settings);   // figure 4a
 void RunScale(const Settings& settings);     // figure 5
 void RunSidecar(const Settings& settings);   // figures 4b and 6
 void RunCommitLatency(const Settings& settings);  // figure 4c
+void RunSmallDevice(const Settings& settings);  // figure 11
 void RunOrdering(const Settings& settings);  // figure 8 (per-key ordering)
 
 }  // namespace outbox::bench

@@ -4,9 +4,9 @@
 //                [--outboxd PATH] [--relay PATH] [--only TEXT] [--payload BYTES]
 //
 // FIGURE is enqueue (1), store (2), delivery (3), latency (4a), scale (5),
-// sidecar (4b and 6), commit-latency (4c), ordering (8) or all. Prints details on stderr and one "@row" line per
-// result on stdout; packaging/bench.sh turns those into the table. Not a
-// ctest test.
+// sidecar (4b and 6), commit-latency (4c), ordering (8), smalldevice (11) or all. Prints
+// details on stderr and one "@row" line per result on stdout; packaging/bench.sh turns those
+// into the table. Not a ctest test.
 #include <cstdio>
 #include <cstdlib>
 #include <map>
@@ -49,18 +49,19 @@ int main(int argc, char** argv) {
   const std::map<std::string, void (*)(const Settings&)> runs = {
       {"enqueue", RunEnqueue}, {"store", RunStore},   {"delivery", RunDelivery},
       {"latency", RunLatency}, {"scale", RunScale},   {"sidecar", RunSidecar},
-      {"commit-latency", RunCommitLatency}, {"ordering", RunOrdering}};
+      {"commit-latency", RunCommitLatency}, {"ordering", RunOrdering},
+      {"smalldevice", RunSmallDevice}};
   if (figures.empty() || settings.reps < 1 || settings.scale <= 0 || settings.payload < 64) {
     std::fprintf(stderr,
                  "usage: outbox_bench enqueue|store|delivery|latency|scale|sidecar|commit-latency|"
-                 "ordering|all... "
+                 "ordering|smalldevice|all... "
                  "[--reps N] [--scale X] [--dir DIR] [--outboxd PATH] [--relay PATH] "
                  "[--only TEXT] [--payload BYTES]\n");
     return 2;
   }
   if (figures.size() == 1 && figures[0] == "all") {
-    figures = {"enqueue", "store",   "delivery",       "latency",
-               "scale",   "sidecar", "commit-latency", "ordering"};
+    figures = {"enqueue", "store",          "delivery", "latency",    "scale",
+               "sidecar", "commit-latency", "ordering", "smalldevice"};
   }
   int status = 0;
   for (const std::string& figure : figures) {

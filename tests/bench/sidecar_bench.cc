@@ -287,6 +287,63 @@ void RunCommitLatency(const Settings& settings) {
   }
 }
 
+// Figure 11: outboxd on a Raspberry Pi-class budget: one core (taskset -c 0),
+// its data segment capped at 64 MiB (prlimit --data), and the settings
+// docs/performance.md recommends for such a device (2 workers, queue_bytes
+// 1 MiB, claim_batch 20); against the same outboxd with both cores and the
+// defaults, in the same run.
+void RunSmallDevice(const Settings& settings) {
+  const std::string rate_title = "11 small device: outboxd delivery rate on 1 core, 64 MiB data, "
+                                 "2 workers vs 2 cores and defaults";
+  if (!Executable(settings.outboxd)) {
+    NotMeasured(rate_title, "no outboxd binary", "");
+    return;
+  }
+  WorkDir dir(settings.dir);
+  testing::NullHttpServer sink;
+  const std::string url = sink.Url();
+  const auto write_config = [&](const std::string& name, const std::string& topic_extra,
+                                const std::string& top_extra) {
+    const std::string path = dir.File(name);
+    std::ofstream out(path);
+    out << "{" << top_extra << R"("topics": {")" << kTopic << R"(": {"url": ")" << url << '"'
+        << topic_extra << R"(}}, "metrics": {"listen": ""}, "log": {"level": "warn"}})" << '\n';
+    return path;
+  };
+  const std::string small =
+      write_config("small.json", R"(, "workers": 2, "queue_bytes": 1048576)", R"("claim_batch": 20, )");
+  const std::string full = write_config("full.json", "", "");
+  const int samples = settings.N(300);
+  const std::int64_t bulk = settings.N(100'000);
+  const RelayResult confined = Measure(
+      "outboxd-small",
+      [&](const std::string& db) {
+        return std::vector<std::string>{"/usr/bin/taskset", "-c", "0", "/usr/bin/prlimit",
+                                        "--data=67108864", settings.outboxd, "--db", db,
+                                        "--config", small};
+      },
+      dir, sink, samples, bulk, settings.payload);
+  const RelayResult whole = Measure(
+      "outboxd-full",
+      [&](const std::string& db) {
+        return std::vector<std::string>{settings.outboxd, "--db", db, "--config", full};
+      },
+      dir, sink, samples, bulk, settings.payload);
+  Row(rate_title, FormatRate(confined.rate, "msg/s"), FormatRate(whole.rate, "msg/s"),
+      FormatRatio(confined.rate / whole.rate), "", std::nullopt);
+  const std::string large = FormatBytes(static_cast<double>(settings.payload));
+  Row("11 small device: delivery rate of " + large + " messages, same budgets",
+      FormatRate(confined.large_rate, "msg/s"), FormatRate(whole.large_rate, "msg/s"),
+      FormatRatio(confined.large_rate / whole.large_rate), "", std::nullopt);
+  Row("11 small device: private memory (RssAnon, highest sample) delivering, same budgets",
+      FormatBytes(confined.busy_private), FormatBytes(whole.busy_private),
+      FormatRatio(confined.busy_private / whole.busy_private), "", std::nullopt);
+  const double p50 = Percentile(confined.latencies_ms, 50);
+  const double w50 = Percentile(whole.latencies_ms, 50);
+  Row("11 small device: commit → sink ack p50, same budgets", FormatMs(p50), FormatMs(w50),
+      FormatRatio(p50 / w50), "", std::nullopt);
+}
+
 void RunSidecar(const Settings& settings) {
   const std::string lat50 = "4b latency p50, other process commits → outboxd → sink ack vs naive relay";
   const std::string idle = "6 outboxd peak RSS (VmHWM) idle vs naive relay idle";

@@ -107,6 +107,27 @@ TEST(ParseRetryAfter, ReadsAllThreeHttpDateForms) {
   EXPECT_EQ(ParseRetryAfter("Thu Feb 25 15:02:40 2021", kNowMs), 30'000);          // asctime
 }
 
+// Debian's armhf has a 32-bit time_t: a date past 2038-01-19 must still be
+// read (libcurl's curl_getdate returned -1 for it there).
+TEST(ParseRetryAfter, ReadsDatesPast2038) {
+  const std::int64_t now_2040 = 2'208'988'800'000;  // 2040-01-01T00:00:00Z
+  EXPECT_EQ(ParseRetryAfter("Sun, 01 Jan 2040 00:00:30 GMT", now_2040), 30'000);
+  EXPECT_EQ(ParseRetryAfter("Sunday, 01-Jan-40 00:00:30 GMT", now_2040), 30'000);
+  EXPECT_EQ(ParseRetryAfter("Sun Jan  1 00:00:30 2040", now_2040), 30'000);
+  // From today's clock, a date in 2039 is far ahead, not "invalid".
+  EXPECT_GT(ParseRetryAfter("Sat, 01 Jan 2039 00:00:00 GMT", kNowMs).value_or(0),
+            500'000'000'000);
+}
+
+TEST(ParseRetryAfter, RejectsMalformedDates) {
+  for (std::string_view value :
+       {"Thu, 25 Feb 2021 15:02:40", "Thu, 30 Feb 2021 15:02:40 GMT", "Thu, 25 Feb 2021 24:00:00 GMT",
+        "Thu, 25 Foo 2021 15:02:40 GMT", "Thu Feb 25 15:02:40 21", "Thursday, 25-Feb-2021 15:02:40 GMT",
+        "Thu, 25 Feb 2021 15:02:40 GMT trailing"}) {
+    EXPECT_FALSE(ParseRetryAfter(value, kNowMs)) << value;
+  }
+}
+
 TEST(ParseRetryAfter, PastDateMeansNow) {
   EXPECT_EQ(ParseRetryAfter("Sun, 06 Nov 1994 08:49:37 GMT", kNowMs), 0);
 }

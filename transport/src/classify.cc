@@ -6,6 +6,7 @@
 #include <string>
 
 #include "outbox/transport.h"
+#include "util/http_date.h"
 #include "util/http_status.h"
 
 namespace outbox::transport {
@@ -59,14 +60,13 @@ std::optional<std::int64_t> ParseRetryAfter(std::string_view value, std::int64_t
     }
     return seconds * 1000;
   }
-  // libcurl parses all three HTTP-date forms of RFC 9110 section 5.6.7.
-  const std::string text(value);
-  const time_t date = curl_getdate(text.c_str(), nullptr);
-  if (date == -1) return std::nullopt;
-  // The date is the receiver's to choose, and libcurl accepts years far
-  // beyond 9999: saturate instead of overflowing (found by fuzzing).
+  // An HTTP-date (RFC 9110 section 5.6.7), in 64 bits: not curl_getdate,
+  // whose time_t is 32 bits on armhf and fails for dates after 2038.
+  const std::optional<std::int64_t> date = util::ParseHttpDate(value, now_ms / 1000);
+  if (!date) return std::nullopt;
+  // The date is the receiver's to choose: saturate instead of overflowing.
   constexpr std::int64_t kMinMs = std::numeric_limits<std::int64_t>::min();
-  const auto date_s = static_cast<std::int64_t>(date);
+  const std::int64_t date_s = *date;
   if (date_s > kMaxMs / 1000) return kMaxMs;
   if (date_s < kMinMs / 1000) return 0;
   const std::int64_t date_ms = date_s * 1000;
