@@ -403,6 +403,27 @@ void ReadMqtt(Section& section, transport::MqttOptions& mqtt) {
   section.WarnUnknown();
 }
 
+// Every "file:PATH" string of the document (only secret references start
+// so), for the daemon to judge who may read those files. Iterative: the
+// document's depth is the user's.
+std::vector<std::string> SecretFiles(const Value& document) {
+  std::vector<std::string> files;
+  std::vector<const Value*> stack{&document};
+  while (!stack.empty()) {
+    const Value& value = *stack.back();
+    stack.pop_back();
+    if (value.IsString()) {
+      const std::string_view text(value.GetString(), value.GetStringLength());
+      if (text.starts_with("file:")) files.emplace_back(text.substr(5));
+    } else if (value.IsObject()) {
+      for (const auto& member : value.GetObject()) stack.push_back(&member.value);
+    } else if (value.IsArray()) {
+      for (const auto& item : value.GetArray()) stack.push_back(&item);
+    }
+  }
+  return files;
+}
+
 // Header values may be secret references, resolved here. Returns the header
 // names in order, for naming transport::Validate's errors.
 std::vector<std::string> ReadHeaders(Section& section, transport::Headers& headers) {
@@ -746,6 +767,7 @@ Config ParseConfig(std::string_view json) {
   }
   ReadTopics(root, options, lease_written, config.adjustments);
   root.WarnUnknown();
+  config.secret_files = SecretFiles(document);
   return config;
 }
 

@@ -455,6 +455,9 @@ struct Config {
   // `topics."*".timeout_ms: 1000 (default 5000 lowered to half of
   // lease_timeout_ms)`. For `outboxd --check-config` to show.
   std::vector<std::string> adjustments;
+  // The files that "file:PATH" secrets were read from, for the daemon to
+  // refuse ones every user may read.
+  std::vector<std::string> secret_files;
 };
 
 // Parses and validates the JSON config. Throws std::invalid_argument with one
