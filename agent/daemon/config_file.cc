@@ -58,11 +58,12 @@ void RefuseUntrustedConfig(const std::string& path, int fd) {
   // and where resolved secrets go: only root and the daemon's own user may.
   const uid_t self = ::geteuid();
   const std::string advice =
-      "; the config and its directory must be owned by root or by " +
-      std::string(self == 0 ? "root" : "outboxd's user (uid " + std::to_string(self) + ")") +
+      "; the config and its directory must be owned by root" +
+      std::string(self == 0 ? "" : " or by outboxd's user (uid " + std::to_string(self) + ")") +
       " and writable by no one else (chown, chmod go-w)";
   struct stat st {};
   if (::fstat(fd, &st) != 0) throw std::invalid_argument(path + ": cannot stat the config");
+  if (S_ISDIR(st.st_mode)) throw std::invalid_argument(path + ": cannot read (Is a directory)");
   if (auto why = util::UntrustedWriter(path, st, self)) throw std::invalid_argument(*why + advice);
   // The directory that holds the file the daemon reads (after links): who
   // can write it can put another file in its place.

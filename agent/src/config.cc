@@ -530,6 +530,30 @@ void ReadUrlsByVersion(Section& section, std::map<std::string, std::string, std:
   });
 }
 
+// A credential or signing secret for a URL without TLS crosses the network
+// readable (and a signed body replayable): one warning per topic. Loopback
+// hosts are exempt: the traffic never leaves the machine.
+void WarnPlaintextCredentials(Section& topic, const transport::EndpointOptions& e) {
+  const std::string& url = e.url;
+  const std::size_t scheme_end = url.find("://");
+  if (scheme_end == std::string::npos) return;
+  const std::string scheme = url.substr(0, scheme_end);
+  if (scheme != "http" && scheme != "nats" && scheme != "mqtt") return;
+  const std::size_t host_end = url.find_first_of("/?#", scheme_end + 3);
+  std::string authority = url.substr(scheme_end + 3, host_end - scheme_end - 3);
+  for (const char* loopback : {"127.0.0.1", "localhost", "[::1]"}) {
+    if (authority == loopback || authority.starts_with(std::string(loopback) + ":")) return;
+  }
+  bool credential = !e.signing_secrets.empty() || !e.nats.password.empty() ||
+                    !e.nats.token.empty() || !e.nats.nkey_seed.empty() ||
+                    !e.nats.credentials.empty() || !e.mqtt.password.empty();
+  for (const auto& [name, value] : e.headers) credential = credential || IsCredentialHeader(name);
+  if (!credential) return;
+  topic.warnings().push_back(topic.PathOf("url") + ": credentials or a signing secret go over " +
+                             scheme + "://, unencrypted; use " +
+                             (scheme == "http" ? "https://" : scheme == "nats" ? "tls://" : "mqtts://"));
+}
+
 // A topic as read, before its timeout is fitted to the lease.
 struct ReadTopicResult {
   TopicOptions options;
@@ -543,6 +567,11 @@ ReadTopicResult ReadTopic(Section& topic, std::vector<std::string>& adjustments)
   TopicOptions& result = read.options;
   transport::EndpointOptions& endpoint = result.endpoint;
   if (!topic.Read("url", endpoint.url)) Fail(topic.PathOf("url"), "required key is missing");
+  if (IsSecretReference(endpoint.url)) {
+    // A webhook whose path is its credential: shown as scheme://host:port.
+    endpoint.url = transport::ResolveSecret(endpoint.url, topic.PathOf("url"));
+    result.url_is_secret = true;
+  }
   topic.ReadInt("workers", result.workers, Limit(limits::kWorkers));
   topic.ReadInt("queue_capacity", result.queue_capacity, Limit(limits::kQueueCapacity));
   topic.ReadInt("queue_bytes", result.queue_bytes, Limit(limits::kQueueBytes));
@@ -589,6 +618,7 @@ ReadTopicResult ReadTopic(Section& topic, std::vector<std::string>& adjustments)
   if (auto ordering = topic.Object("ordering")) ReadOrdering(*ordering, result.ordering);
   if (auto rate = topic.Object("rate_limit")) ReadRateLimit(*rate, result.rate_limit);
   topic.WarnUnknown();
+  WarnPlaintextCredentials(topic, endpoint);
   const Value* secrets = topic.Find("signing_secret");
   read.secrets_as_array = secrets != nullptr && secrets->IsArray();
   return read;

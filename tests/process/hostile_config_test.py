@@ -14,13 +14,16 @@ import argparse
 import json
 import os
 import pwd
+import re
 import signal
+import sqlite3
 import subprocess
 import sys
 import tempfile
 import threading
 import time
 import unittest
+import urllib.request
 
 OUTBOXD = None
 OUTBOXCTL = None
@@ -31,6 +34,45 @@ def config_text(**topic_fields):
     entry = {"url": "http://127.0.0.1:9/events"}
     entry.update(topic_fields)
     return json.dumps({"metrics": {"listen": ""}, "topics": {"a": entry}})
+
+
+class Running:
+    """outboxd as a child process; its stderr collected line by line."""
+
+    def __init__(self, argv, env=None):
+        self.proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                                     text=True, env=env)
+        self.lines = []
+        self._lock = threading.Lock()
+        self._reader = threading.Thread(target=self._read)
+        self._reader.start()
+
+    def _read(self):
+        for line in self.proc.stderr:
+            with self._lock:
+                self.lines.append(line)
+
+    def log(self):
+        with self._lock:
+            return list(self.lines)
+
+    def wait_for(self, text):
+        end = time.monotonic() + TIMEOUT_S
+        while time.monotonic() < end:
+            found = [line for line in self.log() if text in line]
+            if found:
+                return found[0]
+            if self.proc.poll() is not None:
+                break
+            time.sleep(0.01)
+        raise AssertionError(f"no log line with {text!r}: {self.log()}")
+
+    def stop(self):
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+        self.proc.wait(timeout=TIMEOUT_S)
+        self._reader.join()
+        return self.proc.returncode
 
 
 class ConfigTestCase(unittest.TestCase):
@@ -114,49 +156,111 @@ class ConfigOwnershipTest(ConfigTestCase):
     def test_a_reload_of_a_config_others_can_write_is_refused_and_the_daemon_keeps_running(self):
         self.write(self.config_path, config_text(), 0o640)
         subprocess.run([OUTBOXCTL, "--db", self.db, "init"], check=True, capture_output=True)
-        proc = subprocess.Popen([OUTBOXD, "--db", self.db, "--config", self.config_path],
-                                stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-        lines = []
-        lock = threading.Lock()
-
-        def read():
-            for line in proc.stderr:
-                with lock:
-                    lines.append(line)
-
-        reader = threading.Thread(target=read)
-        reader.start()
-
-        def wait_for(text):
-            end = time.monotonic() + TIMEOUT_S
-            while time.monotonic() < end:
-                with lock:
-                    found = [line for line in lines if text in line]
-                if found:
-                    return found[0]
-                if proc.poll() is not None:
-                    break
-                time.sleep(0.01)
-            self.fail(f"no log line with {text!r}: {lines}")
-
+        daemon = Running([OUTBOXD, "--db", self.db, "--config", self.config_path])
         try:
-            wait_for("outboxd started")
+            daemon.wait_for("outboxd started")
             os.chmod(self.config_path, 0o666)
-            proc.send_signal(signal.SIGHUP)
-            line = wait_for("reload failed")
-            self.assertIn("mode 0666", line)
-            self.assertIsNone(proc.poll(), "outboxd exited")
+            daemon.proc.send_signal(signal.SIGHUP)
+            self.assertIn("mode 0666", daemon.wait_for("reload failed"))
+            self.assertIsNone(daemon.proc.poll(), "outboxd exited")
         finally:
-            proc.send_signal(signal.SIGTERM)
-            proc.wait(timeout=TIMEOUT_S)
-            reader.join()
-        self.assertEqual(proc.returncode, 0)
+            self.assertEqual(daemon.stop(), 0)
+
+
+class SecretsAndUrlsTest(ConfigTestCase):
+    SECRET_PATH = "services/T0000/B0000/XyZsecretWebhookPath"
+
+    def test_a_url_from_a_secret_shows_only_scheme_host_and_port(self):
+        env = dict(os.environ, HOOK_URL=f"http://127.0.0.1:9/{self.SECRET_PATH}?token=abc")
+        self.write(self.config_path, json.dumps({
+            "metrics": {"listen": "127.0.0.1:0"},
+            "topics": {"a": {"url": "env:HOOK_URL",
+                             "retry": {"first_interval_ms": 10, "max_interval_ms": 50},
+                             "breaker": {"failure_threshold": 1, "open_ms": 10,
+                                         "max_open_ms": 20}}}}), 0o640)
+        printed = subprocess.run(
+            [OUTBOXD, "--db", self.db, "--config", self.config_path, "--check-config", "--print"],
+            capture_output=True, text=True, timeout=TIMEOUT_S, env=env)
+        self.assertEqual(printed.returncode, 0, printed.stderr)
+        self.assertIn('"http://127.0.0.1:9/<redacted>"', printed.stdout)
+        subprocess.run([OUTBOXCTL, "--db", self.db, "init"], check=True, capture_output=True)
+        conn = sqlite3.connect(self.db)
+        conn.execute("INSERT INTO outbox(topic, msg_key, payload) VALUES('a', 'k', '{}')")
+        conn.commit()
+        conn.close()
+        daemon = Running([OUTBOXD, "--db", self.db, "--config", self.config_path], env=env)
+        try:
+            port = re.search(r"metrics listening on 127\.0\.0\.1:(\d+)",
+                             daemon.wait_for("metrics listening on")).group(1)
+            # Port 9 refuses: the send fails, and its failure is logged.
+            daemon.wait_for("breaker open for endpoint http://127.0.0.1:9 ")
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as r:
+                metrics = r.read().decode()
+            self.assertIn('endpoint="http://127.0.0.1:9"', metrics)
+        finally:
+            self.assertEqual(daemon.stop(), 0)
+        for where, text in (("--print", printed.stdout + printed.stderr),
+                            ("log", "".join(daemon.log())), ("/metrics", metrics)):
+            with self.subTest(where):
+                self.assertNotIn("XyZsecretWebhookPath", text)
+                self.assertNotIn("token=abc", text)
+
+    def test_credentials_over_plaintext_urls_warn_once_and_tls_or_loopback_do_not(self):
+        env = dict(os.environ, TOKEN="Bearer t")
+        cases = [("http://receiver.example/events", True),
+                 ("nats://broker.example:4222/orders", True),
+                 ("https://receiver.example/events", False),
+                 ("http://127.0.0.1:9/events", False)]
+        for url, warns in cases:
+            with self.subTest(url):
+                fields = {"url": url}
+                if url.startswith("nats"):
+                    fields["nats"] = {"token": "env:TOKEN"}
+                else:
+                    fields["headers"] = {"Authorization": "env:TOKEN"}
+                self.write(self.config_path, json.dumps({
+                    "metrics": {"listen": ""}, "topics": {"a": fields}}), 0o640)
+                result = subprocess.run(
+                    [OUTBOXD, "--db", self.db, "--config", self.config_path, "--check-config"],
+                    capture_output=True, text=True, timeout=TIMEOUT_S, env=env)
+                self.assertEqual(result.returncode, 0, result.stderr)
+                warnings = [line for line in result.stderr.splitlines()
+                            if "unencrypted" in line]
+                self.assertEqual(len(warnings), 1 if warns else 0, result.stderr)
+        # At start: one warning line in the log.
+        self.write(self.config_path, json.dumps({
+            "metrics": {"listen": ""},
+            "topics": {"a": {"url": "http://receiver.example/events",
+                             "signing_secret": "env:SIGNING"}}}), 0o640)
+        subprocess.run([OUTBOXCTL, "--db", self.db, "init"], check=True, capture_output=True)
+        daemon = Running([OUTBOXD, "--db", self.db, "--config", self.config_path],
+                         env=dict(env, SIGNING="whsec_" + "MDEyMzQ1Njc4OWFiY2RlZjAxMjM0NTY3"))
+        try:
+            daemon.wait_for("outboxd started")
+        finally:
+            self.assertEqual(daemon.stop(), 0)
+        self.assertEqual(len([l for l in daemon.log() if "unencrypted" in l]), 1, daemon.log())
+
+    def test_the_audit_names_the_real_user_and_keeps_sudo_user_beside_it(self):
+        subprocess.run([OUTBOXCTL, "--db", self.db, "init"], check=True, capture_output=True)
+        conn = sqlite3.connect(self.db)
+        conn.execute("INSERT INTO outbox(topic, msg_key, payload) VALUES('a', 'k', '{}')")
+        conn.commit()
+        row_id = conn.execute("SELECT max(id) FROM outbox").fetchone()[0]
+        conn.close()
+        env = dict(os.environ, SUDO_USER="mallory\x1b[2J", USER="mallory")
+        result = subprocess.run([OUTBOXCTL, "--db", self.db, "cancel", "--id", str(row_id)],
+                                capture_output=True, text=True, timeout=TIMEOUT_S, env=env)
+        self.assertEqual(result.returncode, 0, result.stderr)
+        audit = json.loads(subprocess.run([OUTBOXCTL, "--db", self.db, "audit", "--json"],
+                                          capture_output=True, text=True, check=True).stdout)
+        me = pwd.getpwuid(os.getuid()).pw_name
+        self.assertEqual([entry["actor"] for entry in audit], [f"{me} (SUDO_USER=mallory?[2J)"])
 
 
 class HookCheckTest(ConfigTestCase):
     def test_check_config_refuses_what_the_runtime_refuses_naming_key_and_function(self):
         subprocess.run([OUTBOXCTL, "--db", self.db, "init"], check=True, capture_output=True)
-        import sqlite3
         conn = sqlite3.connect(self.db)
         conn.execute("CREATE TABLE shop(k TEXT PRIMARY KEY, note TEXT)")
         conn.commit()

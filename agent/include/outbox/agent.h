@@ -176,6 +176,10 @@ struct TopicOptions {
   // The HTTP endpoint: URL, timeouts, headers, TLS, CloudEvents, signing,
   // batching. Ignored when a handler is registered for the topic.
   transport::EndpointOptions endpoint;
+  // The URL is a secret (it came from "env:"/"file:", e.g. a webhook whose
+  // path is the credential): the endpoint label, logs and --print show only
+  // its scheme, host and port.
+  bool url_is_secret = false;
   // Messages whose schema_version has an entry go to that URL instead of
   // endpoint.url, with every other endpoint option the same (one sink per
   // distinct URL, made at start). A batch is sent as one request per target
