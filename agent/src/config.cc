@@ -104,6 +104,9 @@ constexpr IntRange kPositive{1, kNoMax};
 constexpr IntRange kNonNegative{0, kNoMax};
 constexpr IntRange kPositiveInt{1, INT_MAX};
 constexpr IntRange Limit(limits::Range range) { return {range.min, range.max}; }
+// Millisecond options: bounded so that no sum or product on them overflows.
+constexpr IntRange kPositiveMs = Limit(limits::kPositiveMs);
+constexpr IntRange kNonNegativeMs = Limit(limits::kNonNegativeMs);
 
 std::string Expectation(const IntRange& range) {
   // A small upper bound is part of what the user must know; INT_MAX and
@@ -304,11 +307,11 @@ void ReadRetry(Section& retry, store::RetryPolicy& policy, std::vector<std::stri
       "strategy",
       {{"fixed", store::Backoff::kFixed}, {"exponential", store::Backoff::kExponential}},
       policy.backoff);
-  const bool first = retry.Read("first_interval_ms", policy.first_interval_ms, kPositive);
-  const bool max = retry.Read("max_interval_ms", policy.max_interval_ms, kPositive);
+  const bool first = retry.Read("first_interval_ms", policy.first_interval_ms, kPositiveMs);
+  const bool max = retry.Read("max_interval_ms", policy.max_interval_ms, kPositiveMs);
   retry.ReadInt("max_attempts", policy.max_attempts, kPositiveInt);
   retry.ReadFraction("jitter", policy.jitter);
-  retry.Read("max_age_ms", policy.max_age_ms, kNonNegative);
+  retry.Read("max_age_ms", policy.max_age_ms, kNonNegativeMs);
   retry.WarnUnknown();
   Reconcile(retry, "first_interval_ms", policy.first_interval_ms, first, "max_interval_ms",
             policy.max_interval_ms, max, adjustments);
@@ -331,8 +334,8 @@ void ReadOrdering(Section& section, store::TopicOrdering& ordering) {
 void ReadBreaker(Section& section, BreakerOptions& breaker,
                  std::vector<std::string>& adjustments) {
   section.ReadInt("failure_threshold", breaker.failure_threshold, Limit(limits::kFailureThreshold));
-  const bool open = section.Read("open_ms", breaker.open_ms, kPositive);
-  const bool max_open = section.Read("max_open_ms", breaker.max_open_ms, kPositive);
+  const bool open = section.Read("open_ms", breaker.open_ms, kPositiveMs);
+  const bool max_open = section.Read("max_open_ms", breaker.max_open_ms, kPositiveMs);
   section.WarnUnknown();
   Reconcile(section, "open_ms", breaker.open_ms, open, "max_open_ms", breaker.max_open_ms,
             max_open, adjustments);
@@ -576,8 +579,8 @@ ReadTopicResult ReadTopic(Section& topic, std::vector<std::string>& adjustments)
   topic.ReadInt("queue_capacity", result.queue_capacity, Limit(limits::kQueueCapacity));
   topic.ReadInt("queue_bytes", result.queue_bytes, Limit(limits::kQueueBytes));
   topic.ReadInt("priority", result.priority, Limit(limits::kPriority));
-  read.timeout_written = topic.Read("timeout_ms", endpoint.timeout_ms, kPositive);
-  topic.Read("connect_timeout_ms", endpoint.connect_timeout_ms, kPositive);
+  read.timeout_written = topic.Read("timeout_ms", endpoint.timeout_ms, kPositiveMs);
+  topic.Read("connect_timeout_ms", endpoint.connect_timeout_ms, kPositiveMs);
   topic.Read("content_type", endpoint.content_type);
   topic.ReadChoice<transport::CloudEventsMode>(
       "cloudevents",
@@ -587,7 +590,7 @@ ReadTopicResult ReadTopic(Section& topic, std::vector<std::string>& adjustments)
       endpoint.cloudevents);
   topic.Read("ce_source", endpoint.ce_source);
   topic.Read("dataschema", endpoint.dataschema);
-  topic.Read("max_retry_after_ms", endpoint.max_retry_after_ms, kNonNegative);
+  topic.Read("max_retry_after_ms", endpoint.max_retry_after_ms, kNonNegativeMs);
   topic.ReadChoice<transport::Compression>(
       "compression",
       {{"none", transport::Compression::kNone}, {"gzip", transport::Compression::kGzip}},
@@ -607,7 +610,7 @@ ReadTopicResult ReadTopic(Section& topic, std::vector<std::string>& adjustments)
   if (auto mqtt = topic.Object("mqtt")) ReadMqtt(*mqtt, endpoint.mqtt);
   if (auto retry = topic.Object("retry")) ReadRetry(*retry, result.retry, adjustments);
   if (auto breaker = topic.Object("breaker")) ReadBreaker(*breaker, result.breaker, adjustments);
-  topic.Read("ttl_ms", result.ttl_ms, kNonNegative);
+  topic.Read("ttl_ms", result.ttl_ms, kNonNegativeMs);
   // Checked against the database at start-up and by --check-config.
   for (const auto& [key, sql] : {std::pair{"on_delivered", &result.hooks.on_delivered_sql},
                                  std::pair{"on_dead", &result.hooks.on_dead_sql}}) {
@@ -711,8 +714,8 @@ void ReadTopics(Section& root, Options& options, bool lease_written,
 }
 
 void ReadRetention(Section& section, RetentionOptions& retention) {
-  section.Read("delivered_ms", retention.delivered_ms, kNonNegative);
-  section.Read("interval_ms", retention.interval_ms, kPositive);
+  section.Read("delivered_ms", retention.delivered_ms, kNonNegativeMs);
+  section.Read("interval_ms", retention.interval_ms, kPositiveMs);
   section.Read("archive_max_bytes", retention.archive_max_bytes, kPositive);
   section.ReadInt("archive_keep", retention.archive_keep, Limit(limits::kArchiveKeep));
   if (section.Read("archive_path", retention.archive_path) && !retention.archive_path.empty()) {
@@ -760,9 +763,9 @@ Config ParseConfig(std::string_view json) {
   Config config;
   Options& options = config.options;
   Section root(document, "", config.warnings);
-  root.Read("sweep_interval_ms", options.sweep_interval_ms, kPositive);
+  root.Read("sweep_interval_ms", options.sweep_interval_ms, kPositiveMs);
   // Read before the topics: their timeouts are checked against it.
-  const bool lease_written = root.Read("lease_timeout_ms", options.lease_timeout_ms, kPositive);
+  const bool lease_written = root.Read("lease_timeout_ms", options.lease_timeout_ms, kPositiveMs);
   root.ReadInt("claim_batch", options.claim_batch, Limit(limits::kClaimBatch));
   root.ReadInt("crash_budget", options.crash_budget, Limit(limits::kCrashBudget));
   root.Read("watch_poll_ms", options.watch_poll_ms, Limit(limits::kWatchPollMs));
