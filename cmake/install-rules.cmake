@@ -30,7 +30,7 @@ include(CMakePackageConfigHelpers)
 # outbox_row_json and outbox_util are internal (no headers installed): their
 # archives go along so that static builds of the others link.
 set(OUTBOX_INSTALL_LIBRARIES
-  outbox_agent outbox_row_json outbox_transport outbox_store outbox_util)
+  outbox_testing outbox_agent outbox_row_json outbox_transport outbox_store outbox_util)
 set(OUTBOX_INSTALL_PROGRAMS outboxd outboxctl)
 
 set(OUTBOX_INSTALL_CMAKEDIR "" CACHE STRING
@@ -236,6 +236,9 @@ foreach(_lib IN LISTS OUTBOX_INSTALL_LIBRARIES)
         list(APPEND _outbox_deb_dev_depends libnats-dev)
       elseif(_item STREQUAL "mosquitto")
         list(APPEND _outbox_deb_dev_depends libmosquitto-dev)
+      elseif(_item STREQUAL "cpp-httplib")
+        # outbox::testing's receiver (testing/CMakeLists.txt).
+        list(APPEND _outbox_deb_dev_depends libcpp-httplib-dev)
       endif()
       continue()
     endif()
@@ -345,9 +348,16 @@ install(DIRECTORY DESTINATION "${_outbox_statedir}" COMPONENT Runtime)
 install(FILES "${PROJECT_SOURCE_DIR}/packaging/prometheus/outbox-alerts.yml"
   DESTINATION ${CMAKE_INSTALL_DATADIR}/edge-outbox/prometheus
   COMPONENT Runtime)
+# README.md and docs/ as in the repository, so that the README's relative
+# links (docs/...) and the pages' links to each other work in the installed
+# tree. Uncompressed on purpose: a compressed page breaks every link to it.
 install(FILES "${PROJECT_SOURCE_DIR}/README.md"
   DESTINATION ${CMAKE_INSTALL_DOCDIR}
   COMPONENT Runtime)
+install(DIRECTORY "${PROJECT_SOURCE_DIR}/docs/"
+  DESTINATION ${CMAKE_INSTALL_DOCDIR}/docs
+  COMPONENT Runtime
+  FILES_MATCHING PATTERN "*.md")
 
 # The Python producer module, where Debian's python3 finds it.
 set(OUTBOX_INSTALL_PYTHONDIR "lib/python3/dist-packages" CACHE STRING
@@ -429,6 +439,17 @@ if(OUTBOX_MANPAGES)
     list(GET _outbox_man_${_prog} 1 _name)
     set(_include "${PROJECT_SOURCE_DIR}/packaging/man/${_prog}.h2m")
     set(_page "${PROJECT_BINARY_DIR}/man/${_prog}.${_section}")
+    if(_prog STREQUAL "outboxctl")
+      # outboxctl(1) lists every subcommand with its flags, from the program.
+      set(_static "${_include}")
+      set(_include "${PROJECT_BINARY_DIR}/man/outboxctl.h2m")
+      add_custom_command(OUTPUT "${_include}"
+        COMMAND ${CMAKE_COMMAND} -E make_directory "${PROJECT_BINARY_DIR}/man"
+        COMMAND sh "${PROJECT_SOURCE_DIR}/packaging/man/subcommands-h2m.sh"
+          $<TARGET_FILE:outboxctl> "${_static}" > "${_include}"
+        DEPENDS outboxctl "${_static}" "${PROJECT_SOURCE_DIR}/packaging/man/subcommands-h2m.sh"
+        COMMENT "Listing outboxctl's subcommands for its man page")
+    endif()
     # The date of the newest changelog entry, not today's: the same source
     # gives the same page.
     add_custom_command(OUTPUT "${_page}.gz"

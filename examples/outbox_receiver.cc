@@ -1,9 +1,10 @@
 // outbox-receiver: an example receiver built on store::Inbox (docs/receiving.md,
 // the receiving side of the pattern).
 //
-// Every POST is one message. It is applied to this program's own SQLite
-// table, orders_received, and its Idempotency-Key is recorded by the Inbox in
-// the same transaction, so a message sent again (the sender never saw our
+// Every POST is one message (a batch: one per member). It is applied to this
+// program's own SQLite table, orders_received, and its key (the
+// Idempotency-Key; with --signing-secret the signed webhook-id; a batch
+// member's own id) is recorded by the Inbox in the same transaction, so a message sent again (the sender never saw our
 // 2xx) is answered 200 without being applied a second time. orders_received
 // has no unique constraint of its own: only the inbox stands between a
 // redelivery and a second row, which makes double application visible.
@@ -56,19 +57,25 @@
 
 #include "outbox/store.h"
 #include "outbox/transport.h"
+#include "receiver_messages.h"
 #include "util/clock.h"
 #include "util/listen_address.h"
+#include "util/printable.h"
 
 namespace {
 
+using outbox::receiver::ReceivedMessage;
+using outbox::receiver::RequestIdentity;
+using outbox::receiver::Split;
+using outbox::receiver::SplitRequest;
 using outbox::store::Inbox;
 using outbox::store::Receipt;
 
 constexpr int kExitFailure = 1;
 constexpr int kExitUsage = 2;
 
-// Larger bodies are refused by the server before any handler runs; the
-// sender's default max_payload_bytes is 1 MiB.
+// Larger bodies, counted decoded, are refused (413) before any signature
+// work; the sender's default max_payload_bytes is 1 MiB.
 constexpr std::size_t kMaxBodyBytes = 8 << 20;
 // Keys deleted per purge statement: each is one short write transaction.
 constexpr int kPurgeBatch = 1000;
@@ -104,6 +111,8 @@ struct ReceiverOptions {
 };
 
 using outbox::util::NowMs;
+// Paths and keys are the peer's: escaped before they reach the log.
+std::string Printable(std::string_view text) { return outbox::util::EscapeControls(text); }
 
 struct Counters {
   std::atomic<std::int64_t> received{0};           // POSTs that reached a handler
@@ -113,7 +122,8 @@ struct Counters {
   std::atomic<std::int64_t> injected_failures{0};  // 500 from --fail-ratio
   std::atomic<std::int64_t> lost_acks{0};          // 500 after applying (--lose-ack-ratio)
   std::atomic<std::int64_t> bad_signatures{0};     // 401
-  std::atomic<std::int64_t> bad_requests{0};       // 400: no or bad Idempotency-Key
+  std::atomic<std::int64_t> bad_requests{0};       // 400: no or bad key, a bad batch
+  std::atomic<std::int64_t> too_large{0};          // 413: a body over kMaxBodyBytes
   std::atomic<std::int64_t> errors{0};             // 503: the database failed
 };
 
@@ -178,30 +188,35 @@ class Connections {
   std::vector<std::unique_ptr<Connection>> idle_;  // guarded by mutex_
 };
 
-// Applies one message exactly once: the key and the message's row commit
-// together, or neither does. Throws what SQLite or the Inbox throws, after
-// rolling back.
-Receipt Apply(Connections::Lease& connection, const std::string& key, const std::string& path,
-              const std::string& body, std::optional<std::string_view> source) {
+// Applies each message exactly once: every key and its message's row commit
+// together, or none does. Returns how many were new. Throws what SQLite or
+// the Inbox throws, after rolling back.
+int Apply(Connections::Lease& connection, const std::vector<ReceivedMessage>& messages,
+          const std::string& path) {
   SQLite::Database& db = connection->db;
   // IMMEDIATE: the write lock up front, so the INSERT never meets a stale
   // snapshot and the busy timeout covers every wait.
   db.exec("BEGIN IMMEDIATE");
   try {
     const std::int64_t now = NowMs();
-    const Receipt receipt = connection->inbox.Record(key, now, source);
-    if (receipt == Receipt::kNew) {
+    int applied = 0;
+    for (const ReceivedMessage& message : messages) {
+      std::optional<std::string_view> source;
+      if (message.source) source = *message.source;
+      if (connection->inbox.Record(message.key, now, source) != Receipt::kNew) continue;
       SQLite::Statement& apply = connection->apply;
-      apply.bind(1, key);
+      apply.bind(1, message.key);
       apply.bind(2, path);
-      apply.bind(3, static_cast<const void*>(body.data()), static_cast<int>(body.size()));
+      apply.bind(3, static_cast<const void*>(message.body.data()),
+                 static_cast<int>(message.body.size()));
       apply.bind(4, static_cast<std::int64_t>(now));
       apply.exec();
       apply.tryReset();
       apply.clearBindings();
+      ++applied;
     }
     db.exec("COMMIT");
-    return receipt;
+    return applied;
   } catch (...) {
     connection->apply.tryReset();
     try {
@@ -211,6 +226,56 @@ Receipt Apply(Connections::Lease& connection, const std::string& key, const std:
     }
     throw;
   }
+}
+
+// Reads the body through `reader`, decoded (cpp-httplib decodes gzip and
+// deflate as it reads), and stops at kMaxBodyBytes of decoded bytes: the
+// limit holds for chunked and compressed bodies alike, before any signature
+// work. nullopt when the body is larger.
+std::optional<std::string> ReadBoundedBody(const httplib::ContentReader& reader) {
+  std::string body;
+  bool too_large = false;
+  const bool read = reader([&](const char* data, std::size_t length) {
+    if (length > kMaxBodyBytes - body.size()) {
+      too_large = true;
+      return false;
+    }
+    body.append(data, length);
+    return true;
+  });
+  if (too_large) return std::nullopt;
+  if (!read) throw std::runtime_error("reading the request body failed");
+  return body;
+}
+
+// A Content-Length of at most kMaxBodyBytes (false for anything else).
+bool FitsTheLimit(std::string_view length) {
+  std::uint64_t value = 0;
+  const auto [end, error] = std::from_chars(length.data(), length.data() + length.size(), value);
+  return error == std::errc() && end == length.data() + length.size() && value <= kMaxBodyBytes;
+}
+
+// Before routing, so before any body is read: a request that could only
+// cost memory is answered at once and its connection closed (the unread
+// body would otherwise be taken for the next request).
+httplib::Server::HandlerResponse RefuseUnreadable(const httplib::Request& request,
+                                                  httplib::Response& response) {
+  const std::string length = request.get_header_value("Content-Length");
+  const bool has_body = request.has_header("Transfer-Encoding") ||
+                        (!length.empty() && length != "0");
+  std::string refusal;
+  if (request.method != "POST" && has_body) {
+    response.status = 400;
+    refusal = "a " + request.method + " request carries no body here\n";
+  } else if (request.method == "POST" && !length.empty() && !FitsTheLimit(length)) {
+    response.status = 413;
+    refusal = "body: larger than " + std::to_string(kMaxBodyBytes) + " bytes\n";
+  } else {
+    return httplib::Server::HandlerResponse::Unhandled;
+  }
+  response.set_header("Connection", "close");
+  response.set_content(refusal, "text/plain");
+  return httplib::Server::HandlerResponse::Handled;
 }
 
 class Receiver {
@@ -239,13 +304,14 @@ class Receiver {
     server.Get("/healthz", [](const httplib::Request&, httplib::Response& response) {
       response.set_content("ok\n", "text/plain");
     });
-    server.Post(".*", [this](const httplib::Request& request, httplib::Response& response) {
+    server.Post(".*", [this](const httplib::Request& request, httplib::Response& response,
+                             const httplib::ContentReader& reader) {
       // No exception may reach httplib's thread.
       try {
-        Deliver(request, response);
+        Deliver(request, reader, response);
       } catch (const std::exception& e) {
         ++counters_.errors;
-        logger_->error("path={} error={}", request.path, e.what());
+        logger_->error("path={} error={}", Printable(request.path), e.what());
         response.status = 503;
         response.set_content("error\n", "text/plain");
       }
@@ -263,7 +329,8 @@ class Receiver {
            field("injected_failures", counters_.injected_failures) + "," +
            field("lost_acks", counters_.lost_acks) + "," +
            field("bad_signatures", counters_.bad_signatures) + "," +
-           field("bad_requests", counters_.bad_requests) + "," + field("errors", counters_.errors) +
+           field("bad_requests", counters_.bad_requests) + "," +
+           field("too_large", counters_.too_large) + "," + field("errors", counters_.errors) +
            ",\"outage\":" + (InOutage() ? "true" : "false") + "}";
   }
 
@@ -293,7 +360,7 @@ class Receiver {
     if (check == outbox::transport::SignatureCheck::kValid) return true;
     ++counters_.bad_signatures;
     const std::string_view why = outbox::transport::SignatureCheckName(check);
-    logger_->warn("path={} signature={}", request.path, why);
+    logger_->warn("path={} signature={}", Printable(request.path), why);
     response.status = 401;
     response.set_content("signature: " + std::string(why) + "\n", "text/plain");
     return false;
@@ -337,62 +404,84 @@ class Receiver {
     response.set_content(keys, "text/plain");
   }
 
-  void Deliver(const httplib::Request& request, httplib::Response& response) {
+  // What the request carries, each message with its key; false (and a 400
+  // answered) when the request is refused.
+  bool Messages(const httplib::Request& request, const std::string& body,
+                std::vector<ReceivedMessage>& messages, httplib::Response& response) {
+    const RequestIdentity identity{request.get_header_value("Content-Type"),
+                                   request.get_header_value("Idempotency-Key"),
+                                   request.get_header_value("webhook-id"),
+                                   request.get_header_value("ce-source")};
+    Split split = SplitRequest(identity, body, !options_.signing_secrets.empty());
+    if (!split.refusal.empty()) {
+      ++counters_.bad_requests;
+      logger_->warn("path={} refused: {}", Printable(request.path), split.refusal);
+      response.status = 400;
+      response.set_content(split.refusal + "\n", "text/plain");
+      return false;
+    }
+    messages = std::move(split.messages);
+    return true;
+  }
+
+  void Deliver(const httplib::Request& request, const httplib::ContentReader& reader,
+               httplib::Response& response) {
     ++counters_.received;
+    // Decoded as it is read (gzip too), and bounded: the signature covers
+    // the decoded body.
+    const std::optional<std::string> body = ReadBoundedBody(reader);
+    if (!body) {
+      ++counters_.too_large;
+      response.status = 413;
+      response.set_header("Connection", "close");
+      response.set_content("body: larger than " + std::to_string(kMaxBodyBytes) + " bytes\n",
+                           "text/plain");
+      return;
+    }
     if (InOutage()) {
       ++counters_.outage_refusals;
       response.status = 503;
       response.set_content("outage (simulated)\n", "text/plain");
       return;
     }
-    // A "compression": "gzip" sender's body arrives decoded: cpp-httplib
-    // built with zlib decodes Content-Encoding: gzip itself. The signature
-    // covers the decoded body, so it is checked on request.body as it is.
-    if (!SignatureAccepted(request, request.body, response)) return;
-    const std::string key = request.get_header_value("Idempotency-Key");
-    if (key.empty()) {
-      ++counters_.bad_requests;
-      response.status = 400;
-      response.set_content("Idempotency-Key: missing\n", "text/plain");
-      return;
-    }
+    if (!SignatureAccepted(request, *body, response)) return;
+    std::vector<ReceivedMessage> messages;
+    if (!Messages(request, *body, messages, response)) return;
     if (Chance(options_.fail_ratio)) {
       ++counters_.injected_failures;
       response.status = 500;
       response.set_content("failure (simulated)\n", "text/plain");
       return;
     }
-
-    Receipt receipt = Receipt::kDuplicate;
+    int applied = 0;
     try {
       Connections::Lease connection = connections_.Borrow();
-      // Which sender: the CloudEvents source when the sender sends one.
-      std::optional<std::string_view> source;
-      const std::string ce_source = request.get_header_value("ce-source");
-      if (!ce_source.empty()) source = ce_source;
-      receipt = Apply(connection, key, request.path, request.body, source);
+      applied = Apply(connection, messages, request.path);
     } catch (const std::invalid_argument& e) {  // a key the Inbox refuses
       ++counters_.bad_requests;
       response.status = 400;
       response.set_content(std::string(e.what()) + "\n", "text/plain");
       return;
     }
-    if (receipt == Receipt::kNew) {
-      ++counters_.applied;
-      logger_->debug("key={} applied", key);
-    } else {
-      ++counters_.duplicates;
-      logger_->debug("key={} duplicate absorbed", key);
-    }
+    const int duplicates = static_cast<int>(messages.size()) - applied;
+    counters_.applied += applied;
+    counters_.duplicates += duplicates;
+    logger_->debug("key={} applied={} duplicates={}", Printable(messages.front().key), applied,
+                   duplicates);
     if (Chance(options_.lose_ack_ratio)) {
       ++counters_.lost_acks;
       response.status = 500;
       response.set_content("applied, but this answer is lost (simulated)\n", "text/plain");
       return;
     }
-    response.set_content(receipt == Receipt::kNew ? "{\"status\":\"applied\"}"
-                                                  : "{\"status\":\"duplicate\"}",
-                         "application/json");
+    if (messages.size() == 1) {
+      response.set_content(applied == 1 ? "{\"status\":\"applied\"}" : "{\"status\":\"duplicate\"}",
+                           "application/json");
+    } else {
+      response.set_content("{\"applied\":" + std::to_string(applied) +
+                               ",\"duplicates\":" + std::to_string(duplicates) + "}",
+                           "application/json");
+    }
   }
 
   const ReceiverOptions options_;
@@ -563,7 +652,11 @@ int main(int argc, char** argv) {
   httplib::Server server;
   const std::size_t threads = static_cast<std::size_t>(options.threads);
   server.new_task_queue = [threads] { return new httplib::ThreadPool(threads); };
+  // Bodies of a known length over the limit: 413 before they are read
+  // (RefuseUnreadable); chunked and compressed ones stop at the limit as
+  // they are read (ReadBoundedBody).
   server.set_payload_max_length(kMaxBodyBytes);
+  server.set_pre_routing_handler(RefuseUnreadable);
   // A sender keeps its connections alive across many messages.
   server.set_keep_alive_max_count(1000);
   receiver.Route(server);

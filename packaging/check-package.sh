@@ -154,10 +154,11 @@ runtime=(
   /usr/lib/python3/dist-packages/edge_outbox.py
   /usr/share/lintian/overrides/edge-outbox
 )
+for page in "$src"/docs/*.md; do runtime+=("/usr/share/doc/edge-outbox/docs/$(basename "$page")"); done
 for p in "${programs[@]}"; do runtime+=("/usr/bin/$p"); done
 [[ " ${programs[*]} " == *" outboxd "* ]] && runtime+=(/usr/share/man/man8/outboxd.8.gz)
 [[ " ${programs[*]} " == *" outboxctl "* ]] && runtime+=(/usr/share/man/man1/outboxctl.1.gz)
-check_files "$deb" "/usr/bin/outbox(d|ctl)|/usr/share/man/man(8/outboxd\.8|1/outboxctl\.1)\.gz|/usr/share/doc/edge-outbox/(README\.md|copyright|changelog\.gz)|/usr/share/edge-outbox/prometheus/[a-z-]+\.yml|/usr/lib/python3/dist-packages/edge_outbox\.py|/usr/share/lintian/overrides/edge-outbox|/lib/systemd/system/outboxd@\.service|/etc/outbox/outboxd\.example\.json" \
+check_files "$deb" "/usr/bin/outbox(d|ctl)|/usr/share/man/man(8/outboxd\.8|1/outboxctl\.1)\.gz|/usr/share/doc/edge-outbox/(README\.md|docs/[a-z-]+\.md|copyright|changelog\.gz)|/usr/share/edge-outbox/prometheus/[a-z-]+\.yml|/usr/lib/python3/dist-packages/edge_outbox\.py|/usr/share/lintian/overrides/edge-outbox|/lib/systemd/system/outboxd@\.service|/etc/outbox/outboxd\.example\.json" \
   "${runtime[@]}"
 development=(
   "/usr/$libdir/cmake/outbox/outboxConfig.cmake"
@@ -227,6 +228,17 @@ for page in "$root"/usr/share/man/man*/*.gz; do
   [ -z "$out" ] || fail "man $(basename "$page") warns: $out"
 done
 ok "man pages render without warnings: $(cd "$root/usr/share/man" && echo man*/*.gz)"
+
+# --- 4a. the installed documentation: every relative link of README.md and
+# docs/*.md leads to a file of the package.
+broken=$(cd "$root/usr/share/doc/edge-outbox" && for page in README.md docs/*.md; do
+  grep -oE '\]\([^)#: ]+(#[^)]*)?\)' "$page" | sed -E 's/^\]\(//; s/[)#].*$//' |
+    while read -r target; do
+      [ -e "$(dirname "$page")/$target" ] || echo "$page -> $target"
+    done
+done)
+[ -z "$broken" ] || fail "links to files the package lacks:"$'\n'"$broken"
+ok "installed documentation: README.md and $(find "$root/usr/share/doc/edge-outbox/docs" -name '*.md' | wc -l) pages, every relative link resolves"
 
 # --- 4b. the programs, run from the extracted packages --------------------------
 export LD_LIBRARY_PATH="$root/usr/$libdir${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"

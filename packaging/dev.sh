@@ -2,6 +2,8 @@
 # Developer entry point: installs what is missing, builds, runs.
 #
 #   packaging/dev.sh demo    build and run the end-to-end demo
+#   packaging/dev.sh check   everyday work: the g++ build and the unit tests
+#                            (util, store, transport, agent; a few minutes)
 #   packaging/dev.sh test    build and run every test: g++ (warnings are
 #                            errors; with the producers in Python, Go and
 #                            Node.js and /metrics judged by promtool and the
@@ -28,9 +30,9 @@ root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 jobs=$(nproc)
 
 # Everything the build, the tests and the demo need, by Debian package name.
-# prometheus is there for promtool (Debian has no smaller package with it); on
-# a machine running systemd it also enables a Prometheus server on :9090
-# (`systemctl disable --now prometheus` if that is unwanted).
+# prometheus is there for promtool (Debian has no smaller package with it);
+# the brokers are started by the tests themselves. None of their system
+# services may run or stay enabled: see service_units.
 packages=(
   build-essential cmake ninja-build pkg-config git clang-14 libclang-rt-14-dev
   libsqlite3-dev sqlite3 libsqlitecpp-dev libcurl4-openssl-dev libssl-dev
@@ -41,6 +43,14 @@ packages=(
   golang-go golang-github-mattn-go-sqlite3-dev
   nats-server mosquitto libnats-dev libmosquitto-dev
   zlib1g-dev tmux
+)
+# The system services that packages installed here ship (or pull in).
+# dev.sh needs their programs, never the services: installing one starts
+# nothing (policy-rc.d) and leaves it disabled. Add a unit here with any
+# package that brings one.
+service_units=(
+  prometheus.service mosquitto.service nats-server.service
+  rabbitmq-server.service epmd.service epmd.socket nginx.service
 )
 # Debian's node-sqlite3 needs Debian's nodejs; see install_node.
 node_packages=(nodejs node-sqlite3)
@@ -67,13 +77,49 @@ install_packages() {
       missing+=("$p")
   done
   [ ${#missing[@]} -eq 0 ] && return 0
-  stage "installing ${missing[*]}"
+  stage "installing ${#missing[@]} Debian packages (and what they depend on): ${missing[*]}"
   local sudo=()
   [ "$(id -u)" -eq 0 ] || sudo=(sudo)
   export DEBIAN_FRONTEND=noninteractive
   "${sudo[@]}" apt-get update -qq
-  "${sudo[@]}" apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+  apt_install_quietly "${missing[@]}"
   stage_done
+}
+
+# apt-get install that starts no service: a policy-rc.d that refuses every
+# start while it runs (unless the machine has its own), then every unit of
+# service_units disabled (and stopped, where systemd runs).
+apt_install_quietly() {
+  local sudo=()
+  [ "$(id -u)" -eq 0 ] || sudo=(sudo)
+  local policy=/usr/sbin/policy-rc.d own_policy=no
+  if [ ! -e "$policy" ]; then
+    own_policy=yes
+    printf '#!/bin/sh\n# packaging/dev.sh: no service starts while it installs\nexit 101\n' |
+      "${sudo[@]}" tee "$policy" >/dev/null
+    "${sudo[@]}" chmod 755 "$policy"
+  fi
+  local status=0
+  "${sudo[@]}" apt-get install -y -qq --no-install-recommends "$@" >/dev/null || status=$?
+  [ "$own_policy" = no ] || "${sudo[@]}" rm -f "$policy"
+  [ "$status" -eq 0 ] || return "$status"
+  quiet_services
+}
+
+# Disables (and, where systemd runs, stops) each unit of service_units that
+# exists on this machine.
+quiet_services() {
+  command -v systemctl >/dev/null || return 0
+  local sudo=()
+  [ "$(id -u)" -eq 0 ] || sudo=(sudo)
+  local unit
+  for unit in "${service_units[@]}"; do
+    [ -e "/lib/systemd/system/$unit" ] || continue
+    "${sudo[@]}" systemctl disable --quiet "$unit" 2>/dev/null || true
+    if [ -d /run/systemd/system ]; then
+      "${sudo[@]}" systemctl stop "$unit" 2>/dev/null || true
+    fi
+  done
 }
 
 install_deps() { install_packages "${packages[@]}"; }
@@ -100,7 +146,7 @@ install_node() {
   export DEBIAN_FRONTEND=noninteractive
   if "${sudo[@]}" apt-get install -s -qq --no-install-recommends "${node_packages[@]}" >/dev/null 2>&1; then
     stage "installing ${missing[*]}"
-    "${sudo[@]}" apt-get install -y -qq --no-install-recommends "${node_packages[@]}" >/dev/null
+    apt_install_quietly "${node_packages[@]}"
     stage_done
   else
     node_tests=no
@@ -239,6 +285,20 @@ cmd_test() {
   printf '\nall tests passed in %ss\n' "$(( $(date +%s) - total_start ))"
 }
 
+# Everyday work: the g++ build and the fast suites (label unit: the util,
+# store, transport and agent unit tests).
+cmd_check() {
+  local total_start
+  total_start=$(date +%s)
+  install_deps
+  build_gcc
+  stage "tests (g++): unit"
+  run_tests build -L '^unit$'
+  stage_done
+  printf '\ncheck passed in %ss (packaging/dev.sh test runs everything)\n' \
+    "$(( $(date +%s) - total_start ))"
+}
+
 cmd_demo() {
   install_deps
   build_gcc
@@ -268,6 +328,7 @@ cmd_bench() {
 }
 
 case "${1:-}" in
+  check) cmd_check ;;
   test) cmd_test ;;
   demo) cmd_demo ;;
   bench) cmd_bench ;;
@@ -281,7 +342,7 @@ case "${1:-}" in
     ;;
   deps) install_deps ;;
   *)
-    echo "usage: $0 demo|test|bench|soak|deps" >&2
+    echo "usage: $0 demo|check|test|bench|soak|deps" >&2
     exit 2
     ;;
 esac

@@ -13,10 +13,12 @@
 
 #include <algorithm>
 #include <mutex>
+#include <thread>
 
 #include "commit_watcher.h"
 #include "delivery_worker.h"
 #include "dispatcher.h"
+#include "in_memory.h"
 #include "ordering_modes.h"
 #include "owner.h"
 #include "route_table.h"
@@ -64,6 +66,25 @@ struct Agent::Impl {
     }
   }
 
+  // RunDue's test: a row in flight, or a due row that a route with a closed
+  // breaker would claim now.
+  bool HasWorkDue() {
+    std::lock_guard lock(stats_mutex);
+    if (!stats_reader) return false;
+    store::ListFilter in_flight;
+    in_flight.status = store::Status::kInFlight;
+    in_flight.limit = 1;
+    if (!stats_reader->List(in_flight).empty()) return true;
+    const std::int64_t now = rt.clock->WallMs();
+    for (const std::string& topic : stats_reader->PendingTopics()) {
+      const Route* route = routes.For(topic);
+      if (route != nullptr && route->breaker->IsClosed() && stats_reader->HasDue(topic, now)) {
+        return true;
+      }
+    }
+    return false;
+  }
+
   // Stop() after the sweeper: queued rows go back, sends in flight get until
   // `deadline`, then every pool is joined.
   void DrainPools(std::chrono::steady_clock::time_point deadline) {
@@ -94,6 +115,7 @@ Agent::Agent(Options options) {
     rt.log = std::make_shared<spdlog::logger>("outbox",
                                               std::make_shared<spdlog::sinks::stderr_sink_mt>());
   }
+  LimitToMemory(rt.options, *rt.log);
   rt.metrics = rt.options.metrics ? rt.options.metrics : std::make_shared<Metrics>();
   rt.owner = rt.options.owner.empty() ? NewOwnerId() : rt.options.owner;
   rt.store_options.path = rt.options.db_path;
@@ -219,6 +241,20 @@ const std::string& Agent::database_id() const { return impl_->rt.database_id; }
 const std::string& Agent::owner() const { return impl_->rt.owner; }
 std::int64_t Agent::WriterTransactions() const { return impl_->rt.writer->transactions(); }
 
+bool Agent::RunDue(std::chrono::milliseconds timeout) {
+  Impl& d = *impl_;
+  if (!d.running.load()) throw std::logic_error("RunDue: the agent is not running");
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  for (;;) {
+    d.rt.wakeup.Notify();
+    if (d.rt.sending.load() == 0 && !d.HasWorkDue()) return true;
+    if (std::chrono::steady_clock::now() >= deadline) return false;
+    // Polls: the outcome of a send is written by the writer thread, which
+    // signals nobody; a millisecond is far below a send's own cost.
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+}
+
 MetricsSnapshot Agent::Snapshot() {
   Impl& d = *impl_;
   MetricsSnapshot snapshot = d.rt.metrics->Snapshot();
@@ -228,6 +264,7 @@ MetricsSnapshot Agent::Snapshot() {
     snapshot.db = d.stats_reader->GetStats();
     snapshot.blocked_keys = d.stats_reader->BlockedKeyCount(d.rt.clock->WallMs());
   }
+  snapshot.quarantined_unrouted = d.rt.quarantined_unrouted.load();
   // Rows, not topics: one forgotten topic with a million rows is a million.
   for (const store::TopicStatusCount& count : snapshot.db.counts) {
     if (count.status == store::Status::kPending && d.routes.For(count.topic) == nullptr) {

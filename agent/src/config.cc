@@ -387,18 +387,26 @@ void ReadSecret(Section& section, std::string_view key, std::string& out) {
   }
 }
 
+// A broker identity (a user name, a public nkey): not a secret, so written
+// inline without a warning, but a secret reference is resolved like one.
+void ReadIdentity(Section& section, std::string_view key, std::string& out) {
+  if (section.Read(key, out) && IsSecretReference(out)) {
+    out = transport::ResolveSecret(out, section.PathOf(key));
+  }
+}
+
 void ReadNats(Section& section, transport::NatsOptions& nats) {
-  section.Read("user", nats.user);
+  ReadIdentity(section, "user", nats.user);
   ReadSecret(section, "password", nats.password);
   ReadSecret(section, "token", nats.token);
-  section.Read("nkey", nats.nkey);
+  ReadIdentity(section, "nkey", nats.nkey);
   ReadSecret(section, "nkey_seed", nats.nkey_seed);
   ReadSecret(section, "credentials", nats.credentials);
   section.WarnUnknown();
 }
 
 void ReadMqtt(Section& section, transport::MqttOptions& mqtt) {
-  section.Read("username", mqtt.username);
+  ReadIdentity(section, "username", mqtt.username);
   ReadSecret(section, "password", mqtt.password);
   section.Read("client_id", mqtt.client_id);
   section.ReadInt("protocol_version", mqtt.protocol_version, IntRange{4, 5});

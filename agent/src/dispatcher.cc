@@ -37,7 +37,9 @@ void Dispatcher::ClaimCommitted(std::vector<store::EnqueuedRow> rows) {
          claimed->clear();  // the transaction may be retried
          // A stopping agent claims nothing new: its last write releases
          // whatever it still holds, and nothing may be claimed after it.
-         if (rt_.stopping.load()) return;
+         // On probation a quarantined row goes alone: checked here, in the
+         // transaction, since probation may have begun after the submit.
+         if (rt_.stopping.load() || rt_.probation.load()) return;
          const std::int64_t now = rt_.clock->WallMs();
          for (const store::EnqueuedRow& row : rows) {
            // Read here, not on the caller's thread: the writer runs this

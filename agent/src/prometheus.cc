@@ -312,6 +312,10 @@ void RenderDatabase(Exposition& out, const MetricsSnapshot& snapshot, std::int64
   out.Family("outbox_unrouted_pending", "gauge",
              "Pending messages whose topic has no route in the configuration.");
   out.Sample("outbox_unrouted_pending", {}, snapshot.unrouted_pending);
+  out.Family("outbox_quarantined_unrouted", "gauge",
+             "Messages taken back from a crashed agent whose topic has no route: they wait "
+             "for one, holding no other topic up.");
+  out.Sample("outbox_quarantined_unrouted", {}, snapshot.quarantined_unrouted);
   out.Family("outbox_blocked_keys", "gauge",
              "Ordering keys whose oldest undelivered message is dead or not yet due while "
              "later messages of the key wait.");

@@ -56,12 +56,17 @@ struct Runtime {
   std::string database_id;
 
   std::atomic<bool> stopping{false};
-  // Rows taken back from a crashed agent are being resent one at a time.
+  // Rows taken back from a crashed agent are being resent one at a time
+  // (Probation): nothing else is claimed meanwhile. Claims made on the
+  // writer check it inside their transaction.
   std::atomic<bool> probation{false};
   // Rows handed to a pool and not yet finished sending.
   std::atomic<std::int64_t> sending{0};
   // Topics with pending rows but no route, as of the last sweep.
   std::atomic<std::int64_t> unrouted_pending{0};
+  // Quarantined rows whose topic has no route, as of the last sweep: they
+  // wait and hold nothing up (Probation).
+  std::atomic<std::int64_t> quarantined_unrouted{0};
   Wakeup wakeup;
 
   // Waits until `deadline` (true) or until the agent stops (false): the

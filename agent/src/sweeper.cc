@@ -13,7 +13,7 @@ namespace outbox::agent {
 
 Sweeper::Sweeper(Runtime& runtime, RouteTable& routes, Dispatcher& dispatcher)
     : rt_(runtime), routes_(routes), dispatcher_(dispatcher), retention_(runtime),
-      runtime_state_(runtime, routes) {
+      runtime_state_(runtime, routes), probation_(runtime, routes, dispatcher) {
   store::Options read = rt_.store_options;
   read.create = false;
   read.cache_kib = 128;  // index seeks, which no cache helps much
@@ -317,32 +317,10 @@ void Sweeper::PumpPass() {
   }
 }
 
-// Resends rows taken back from a crashed agent alone, so that a crash during
-// such a send can be blamed on that row. Returns false when there is nothing
-// in quarantine.
+// Rows taken back from a crashed agent go alone (Probation). Returns false
+// when no quarantined row holds delivery up.
 bool Sweeper::ProbationStep() {
-  if (reader_->QuarantinedCount() == 0) {
-    rt_.probation.store(false);
-    return false;
-  }
-  rt_.probation.store(true);
-  if (rt_.sending.load() > 0) return true;  // a worker's finish wakes us
-  const std::int64_t now = rt_.clock->WallMs();
-  for (auto& served : TopicsToServe().topics) {
-    Route* route = served.first;
-    const std::string& topic = served.second;
-    if (!route->breaker->IsClosed()) continue;
-    std::vector<store::Claimed> claimed;
-    rt_.writer->Run([&](store::Store& s) {
-      claimed = s.ClaimDue(topic, rt_.owner, rt_.LeaseUntil(now), now, 1, /*quarantined_only=*/true);
-    });
-    if (!claimed.empty()) {
-      claimed.resize(1);
-      dispatcher_.DispatchAll(std::move(claimed));
-      return true;
-    }
-  }
-  return true;
+  return probation_.Step(reader_->QuarantinedTopics(), rt_.clock->WallMs());
 }
 
 }  // namespace outbox::agent

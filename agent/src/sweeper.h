@@ -15,6 +15,7 @@
 
 #include "dispatcher.h"
 #include "pool.h"
+#include "probation.h"
 #include "retention.h"
 #include "route_table.h"
 #include "runtime.h"
@@ -82,6 +83,7 @@ class Sweeper {
   std::unique_ptr<store::Store> reader_;  // used by the thread only (after Start)
   Retention retention_;
   RuntimeStatePublisher runtime_state_;
+  Probation probation_;
   std::set<std::string> unrouted_logged_;
   std::chrono::steady_clock::time_point next_retention_{};
   std::jthread thread_;  // last: joined before the rest goes

@@ -62,6 +62,11 @@ void Writer::Wait(std::function<void(store::Store&)> apply, bool alone) {
   result.get();
 }
 
+std::size_t Writer::queued() const {
+  std::lock_guard lock(mutex_);
+  return queue_.size();
+}
+
 std::int64_t Writer::transactions() const {
   std::lock_guard lock(mutex_);
   return transactions_;

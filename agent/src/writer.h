@@ -99,6 +99,8 @@ class Writer {
   void RunAlone(std::function<void(store::Store&)> apply);
 
   const std::string& database_id() const { return database_id_; }
+  // Tasks submitted and not yet taken into a transaction (tests wait on it).
+  std::size_t queued() const;
   std::int64_t transactions() const;
 
  private:

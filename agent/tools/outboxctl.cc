@@ -10,8 +10,41 @@
 // differences. Errors are one line on stderr.
 #include <CLI/CLI.hpp>
 #include <iostream>
+#include <string>
+#include <string_view>
 
 #include "outboxctl_common.h"
+
+namespace {
+
+// The first word that is not a global option, or empty. CLI11 reports an
+// unknown command as "A subcommand is required"; this lets outboxctl name it.
+std::string_view CommandWord(int argc, char** argv) {
+  for (int i = 1; i < argc; ++i) {
+    const std::string_view arg = argv[i];
+    if (arg == "--db") {
+      ++i;
+    } else if (!arg.starts_with("-")) {
+      return arg;
+    }
+  }
+  return {};
+}
+
+// Exits 2 naming the unknown command and the known ones; 0 if `word` is one.
+int CheckCommandWord(const CLI::App& app, std::string_view word) {
+  if (word.empty()) return 0;
+  std::string known;
+  for (const CLI::App* sub : app.get_subcommands([](const CLI::App*) { return true; })) {
+    if (sub->get_name() == word) return 0;
+    known += (known.empty() ? "" : ", ") + sub->get_name();
+  }
+  std::cerr << "outboxctl: unknown command '" << word << "' (commands: " << known
+            << "; outboxctl --help says more)\n";
+  return outbox::ctl::kExitUsage;
+}
+
+}  // namespace
 
 int main(int argc, char** argv) {
   using namespace outbox::ctl;
@@ -27,6 +60,7 @@ int main(int argc, char** argv) {
   DeclareArchiveCommands(app, context, commands);
   DeclareTopCommands(app, context, commands);
 
+  if (int status = CheckCommandWord(app, CommandWord(argc, argv)); status != 0) return status;
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {

@@ -7,6 +7,8 @@
 #include <climits>
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
+#include <system_error>
 
 #include "util/clock.h"
 #include "util/time_arg.h"
@@ -14,11 +16,22 @@
 
 namespace outbox::ctl {
 
-store::Store Open(const Context& context, bool create) {
+store::Store Open(const Context& context, OpenMode mode) {
   store::Options options;
   options.path = context.db_path;
-  options.create = create;
+  options.create = mode == OpenMode::kCreate;
+  options.read_only = mode == OpenMode::kReadOnly;
   options.cache_kib = 512;
+  if (options.create) {
+    // SQLite says only "unable to open database file".
+    const std::filesystem::path dir =
+        std::filesystem::absolute(context.db_path).parent_path();
+    std::error_code error;
+    if (!std::filesystem::is_directory(dir, error)) {
+      throw std::invalid_argument(context.db_path + ": directory " + dir.string() +
+                                  " does not exist (create it first)");
+    }
+  }
   return store::Store(options);
 }
 

@@ -39,7 +39,11 @@ void DeclareReconcileCommands(CLI::App& app, const Context& context, Commands& c
 void DeclareArchiveCommands(CLI::App& app, const Context& context, Commands& commands);
 void DeclareTopCommands(CLI::App& app, const Context& context, Commands& commands);
 
-store::Store Open(const Context& context, bool create = false);
+// How a command opens the database: the inspecting commands (stats, list,
+// show, audit, top) read only, so an operator who may read the file but not
+// write it can use them, and they never migrate it.
+enum class OpenMode { kReadWrite, kCreate, kReadOnly };
+store::Store Open(const Context& context, OpenMode mode = OpenMode::kReadWrite);
 
 // The login name (SUDO_USER before USER, else the uid) and the host name.
 store::Actor CurrentActor();

@@ -14,33 +14,42 @@ namespace {
 using store::Row;
 using util::NowMs;
 
+// --limit's upper bound: CLI::PositiveNumber's own range message printed
+// DBL_MAX, 309 digits.
+constexpr int kMaxListLimit = 1'000'000;
+
 int RunInit(const Context& context) {
-  store::Store store = Open(context, /*create=*/true);
+  store::Store store = Open(context, OpenMode::kCreate);
   std::cout << "initialised " << context.db_path << " (outbox schema " << store::kSchemaVersion
             << ", database id " << store.database_id() << ")\n";
   return kExitOk;
 }
 
 int RunStats(const Context& context, bool json) {
-  store::Store store = Open(context);
+  store::Store store = Open(context, OpenMode::kReadOnly);
   const store::Stats stats = store.GetStats();
   const std::int64_t now = NowMs();
   if (json) {
     std::cout << row_json::StatsToJson(stats, store.database_id(), now) << '\n';
     return kExitOk;
   }
+  std::printf("database id %s (outbox schema %d)\n\n", store.database_id().c_str(),
+              store::kSchemaVersion);
   std::printf("%-32s %-10s %10s %16s\n", "TOPIC", "STATUS", "COUNT", "OLDEST AGE (s)");
   for (const auto& count : stats.counts) {
     std::printf("%-32s %-10s %10lld %16.1f\n", OneLine(count.topic, 32).c_str(),
                 std::string(store::StatusName(count.status)).c_str(),
                 static_cast<long long>(count.count), AgeSeconds(now, count.oldest_created_at));
   }
-  std::printf("\nundelivered %lld (limit %lld)  database %lld bytes (limit %lld)  wal %lld bytes\n",
-              static_cast<long long>(stats.undelivered),
-              static_cast<long long>(stats.limits.max_pending),
-              static_cast<long long>(stats.db_bytes),
-              static_cast<long long>(stats.limits.max_db_bytes),
+  std::printf("\nundelivered %lld  database %lld bytes  wal %lld bytes\n",
+              static_cast<long long>(stats.undelivered), static_cast<long long>(stats.db_bytes),
               static_cast<long long>(stats.wal_bytes));
+  // The limits stored in the file (outbox_limits), which the insert trigger
+  // enforces for every writer; 0 is "no limit".
+  std::printf("limits: max_pending %lld, max_db_bytes %lld, max_payload_bytes %lld\n",
+              static_cast<long long>(stats.limits.max_pending),
+              static_cast<long long>(stats.limits.max_db_bytes),
+              static_cast<long long>(stats.limits.max_payload_bytes));
   return kExitOk;
 }
 
@@ -105,7 +114,7 @@ std::vector<Row> ListRows(store::Store& store, const ListArgs& args) {
 }
 
 int RunList(const Context& context, const ListArgs& args) {
-  store::Store store = Open(context);
+  store::Store store = Open(context, OpenMode::kReadOnly);
   const std::vector<Row> rows = ListRows(store, args);
   if (args.json) {
     std::cout << row_json::RowsToJson(rows) << '\n';
@@ -152,7 +161,7 @@ std::string WaitsFor(store::Store& store, const Row& row) {
 }
 
 int RunOrdering(const Context& context, const std::string& forget) {
-  store::Store store = Open(context);
+  store::Store store = Open(context, forget.empty() ? OpenMode::kReadOnly : OpenMode::kReadWrite);
   if (!forget.empty()) {
     if (!store.ForgetOrdering(forget)) {
       std::cerr << "outboxctl: no ordering recorded for topic " << forget << '\n';
@@ -170,7 +179,7 @@ int RunOrdering(const Context& context, const std::string& forget) {
 }
 
 int RunShow(const Context& context, const ShowArgs& args) {
-  store::Store store = Open(context);
+  store::Store store = Open(context, OpenMode::kReadOnly);
   std::optional<std::int64_t> id = args.id;
   if (!id) {
     if (args.topic.empty() || args.key.empty()) {
@@ -244,7 +253,7 @@ struct AuditArgs {
 int RunAudit(const Context& context, const AuditArgs& args) {
   const std::int64_t since =
       args.since.empty() ? 0 : TimeFlag("--since", args.since, NowMs());
-  store::Store store = Open(context);
+  store::Store store = Open(context, OpenMode::kReadOnly);
   const std::vector<store::AuditEntry> entries = store::Operator(store).Audit(since, args.limit);
   if (args.json) {
     std::cout << row_json::AuditToJson(entries) << '\n';
@@ -277,8 +286,8 @@ void DeclareInspectCommands(CLI::App& app, const Context& context, Commands& com
   list->add_option("--status", list_args->status, "pending, in_flight, delivered or dead");
   auto* list_topic = list->add_option("--topic", list_args->topic, "only this topic");
   list->add_option("--key", list_args->key, "with --topic: only this msg_key")->needs(list_topic);
-  list->add_option("--limit", list_args->limit, "at most this many rows")
-      ->check(CLI::PositiveNumber);
+  list->add_option("--limit", list_args->limit, "at most this many rows (1 to 1000000)")
+      ->check(CLI::Range(1, kMaxListLimit));
   list->add_flag("--blocked", list_args->blocked,
                  "only the heads of blocked ordering keys (dead, or waiting for a retry or its "
                  "deliver_at, while later messages of the key wait)");
@@ -305,8 +314,8 @@ void DeclareInspectCommands(CLI::App& app, const Context& context, Commands& com
   auto* audit = app.add_subcommand("audit", "list operator actions (who, what, how many, when)");
   audit->add_option("--since", audit_args->since,
                     "from this time: RFC 3339, ms since the epoch, or an offset such as -2h");
-  audit->add_option("--limit", audit_args->limit, "at most this many entries")
-      ->check(CLI::PositiveNumber);
+  audit->add_option("--limit", audit_args->limit, "at most this many entries (1 to 1000000)")
+      ->check(CLI::Range(1, kMaxListLimit));
   audit->add_flag("--json", audit_args->json, "machine-readable output");
   commands.push_back({audit, [&context, audit_args] { return RunAudit(context, *audit_args); }});
 }

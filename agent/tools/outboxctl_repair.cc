@@ -42,10 +42,13 @@ store::RowSelector ToSelector(const SelectArgs& args, std::string_view command,
   }
   const int forms = (selector.id ? 1 : 0) + (selector.topic ? 1 : 0) + (selector.all ? 1 : 0);
   if (forms != 1) {
-    throw std::invalid_argument(
-        std::string(command) +
-        ": choose one of --id, --topic (with --key, or with --status and --older-than)" +
-        (all_flag.empty() ? std::string() : " or " + std::string(all_flag)));
+    // Name only the flags this command has: retry and purge --dead have no
+    // --status (they touch dead rows only).
+    const std::string topic_form = bulk_needs_filters
+                                       ? "--topic (with --key, or with --status and --older-than)"
+                                       : "--topic (alone, with --key or with --older-than)";
+    throw std::invalid_argument(std::string(command) + ": choose one of --id, " + topic_form +
+                                (all_flag.empty() ? std::string() : " or " + std::string(all_flag)));
   }
   if (bulk_needs_filters && selector.topic && !selector.key &&
       (args.status.empty() || args.older_than.empty())) {

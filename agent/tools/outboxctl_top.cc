@@ -121,7 +121,8 @@ std::string Age(double seconds) {
 
 class Screen {
  public:
-  explicit Screen(const Context& context) : store_(Open(context)), operator_(store_) {}
+  explicit Screen(const Context& context)
+      : store_(Open(context, OpenMode::kReadOnly)), operator_(store_) {}
 
   // One frame, at most kHeight lines of at most kWidth columns.
   std::string Render() {

@@ -42,7 +42,8 @@ int CheckConfig(const outbox::daemon::DaemonOptions& options, outbox::agent::Con
     try {
       hooks_checked = outbox::agent::CheckHookSql(config.options);
     } catch (const std::invalid_argument& e) {
-      std::cerr << "outboxd: " << e.what() << '\n';
+      // A hook is the config's text: name the file like every config error.
+      std::cerr << "outboxd: " << options.config_path << ": " << e.what() << '\n';
       return outbox::daemon::kExitUsage;
     } catch (const std::exception& e) {
       std::cerr << "outboxd: " << e.what() << '\n';

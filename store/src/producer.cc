@@ -187,6 +187,10 @@ std::string MergeTraceContext(sqlite3* db, const NewMessage& message) {
 
 void ValidateMessage(const NewMessage& message) {
   if (message.topic.empty()) throw std::invalid_argument("topic: must not be empty");
+  if (message.topic.size() > kMaxTopicBytes) {
+    throw std::invalid_argument("topic: " + std::to_string(message.topic.size()) +
+                                " bytes is longer than " + std::to_string(kMaxTopicBytes));
+  }
   if (message.key.empty()) throw std::invalid_argument("msg_key: must not be empty");
   if (message.key.size() > kMaxKeyBytes) {
     throw std::invalid_argument("msg_key: " + std::to_string(message.key.size()) +
@@ -194,6 +198,10 @@ void ValidateMessage(const NewMessage& message) {
   }
   // SQLite's JSON functions stop at a NUL byte, so the trigger would judge
   // only the text before it; valid JSON never holds one (found by fuzzing).
+  if (message.headers_json.size() > kMaxHeadersBytes) {
+    throw std::invalid_argument("headers: " + std::to_string(message.headers_json.size()) +
+                                " bytes is longer than " + std::to_string(kMaxHeadersBytes));
+  }
   if (message.headers_json.find('\0') != std::string::npos) {
     throw std::invalid_argument("headers: holds a NUL byte");
   }

@@ -73,6 +73,7 @@ constexpr std::array<Step, kSchemaVersion> kMigrations = {
     },
     [](SQLite::Database& db, const MigrationProgress&) { db.exec(sql::kMigration6); },
     [](SQLite::Database& db, const MigrationProgress&) { db.exec(sql::kMigration7); },
+    [](SQLite::Database& db, const MigrationProgress&) { db.exec(sql::kMigration8); },
 };
 
 int ParseVersion(const SQLite::Column& column) {

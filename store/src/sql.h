@@ -563,6 +563,175 @@ BEGIN
 END;
 )sql";
 
+// Undelivered rows above outbox_counters' 'counted_upto' (schema 8): the
+// part of the undelivered count that the counter row does not hold yet.
+#define OUTBOX_UNCOUNTED                                                       \
+  "(SELECT count(*) FROM outbox WHERE status <> 1"                             \
+  "   AND id > (SELECT value FROM outbox_counters WHERE name = 'counted_upto'))"
+
+// Migration 8, two jobs.
+// The insert trigger refuses what the store's and the language modules' own
+// checks refuse, so that plain SQL meets the same contract:
+// - topic: at most kMaxTopicBytes (255) bytes, as msg_key (it names metric
+//   labels, log lines and URLs; four 100 KB topics made /metrics 14 MB);
+// - headers: at most kMaxHeadersBytes (65536) bytes of JSON text, judged
+//   before the JSON is parsed;
+// - max_attempts and first_interval_ms: NULL or a positive integer; backoff:
+//   NULL, 'fixed' or 'exponential' ('linear', 0 and -5 were accepted).
+// Rows already in the file are not judged again (insert trigger only).
+// And a one-message transaction writes fewer pages (docs/performance.md,
+// "Where a one-message transaction's pages go"): no counter page per insert
+// (the counter holds the rows up to a mark, the few above it are counted
+// when max_pending is checked, and only while it is set does an insert fold
+// them in, once per 64 ids), and a plain-SQL payload's overflow pages are
+// freed before its copy is written, so that the copy takes the same pages
+// again instead of new ones (at 16 KiB: 4 pages and 3 pointer-map pages
+// less per transaction).
+// Triggers and one counter row, no row of outbox rewritten; one
+// transaction: a kill at any point leaves schema 7.
+inline constexpr char kMigration8[] = R"sql(
+DROP TRIGGER outbox_check_insert;
+CREATE TRIGGER outbox_check_insert BEFORE INSERT ON outbox
+BEGIN
+  SELECT RAISE(ABORT, 'outbox: topic: must be a non-empty string of at most 255 bytes')
+   WHERE typeof(NEW.topic) <> 'text' OR length(NEW.topic) = 0
+      OR length(CAST(NEW.topic AS BLOB)) > 255;
+  SELECT RAISE(ABORT, 'outbox: msg_key: must be a non-empty string of at most 255 bytes')
+   WHERE typeof(NEW.msg_key) <> 'text' OR length(NEW.msg_key) = 0
+      OR length(CAST(NEW.msg_key AS BLOB)) > 255;
+  SELECT RAISE(ABORT, 'outbox: max_attempts: must be a positive integer')
+   WHERE NEW.max_attempts IS NOT NULL
+     AND (typeof(NEW.max_attempts) <> 'integer' OR NEW.max_attempts < 1);
+  SELECT RAISE(ABORT, 'outbox: backoff: must be ''fixed'' or ''exponential''')
+   WHERE NEW.backoff IS NOT NULL
+     AND (typeof(NEW.backoff) <> 'text' OR NEW.backoff NOT IN ('fixed', 'exponential'));
+  SELECT RAISE(ABORT, 'outbox: first_interval_ms: must be a positive integer')
+   WHERE NEW.first_interval_ms IS NOT NULL
+     AND (typeof(NEW.first_interval_ms) <> 'integer' OR NEW.first_interval_ms < 1);
+  SELECT RAISE(ABORT, 'outbox: schema_version: must be 1 to 64 token characters (letters, digits, !#$%&''*+-.^_`|~)')
+   WHERE NEW.schema_version IS NOT NULL
+     AND (typeof(NEW.schema_version) <> 'text'
+          OR length(CAST(NEW.schema_version AS BLOB)) NOT BETWEEN 1 AND 64
+          OR NEW.schema_version GLOB '*[^-!#$%&''*+.^_`|~0-9A-Za-z]*');
+  SELECT RAISE(ABORT, 'outbox: ordering_key: must be a non-empty string of at most 255 bytes')
+   WHERE NEW.ordering_key IS NOT NULL
+     AND (typeof(NEW.ordering_key) <> 'text' OR length(NEW.ordering_key) = 0
+          OR length(CAST(NEW.ordering_key AS BLOB)) > 255);
+  SELECT RAISE(ABORT, 'outbox: deliver_at: must be an integer (ms since the epoch)')
+   WHERE NEW.deliver_at IS NOT NULL AND typeof(NEW.deliver_at) <> 'integer';
+  -- IS NOT NULL first: the clock is read only for a scheduled message.
+  SELECT RAISE(ABORT, 'outbox: deliver_at: more than a year ahead')
+   WHERE NEW.deliver_at IS NOT NULL AND NEW.deliver_at > )sql" OUTBOX_NOW_MS R"sql( + 31622400000;
+  SELECT RAISE(ABORT, 'outbox: expires_at: must be an integer (ms since the epoch)')
+   WHERE NEW.expires_at IS NOT NULL AND typeof(NEW.expires_at) <> 'integer';
+  SELECT RAISE(ABORT, 'outbox: dead_reason: must be one of permanent, attempts, age, expired, cancelled, crash, hook')
+   WHERE NEW.dead_reason IS NOT NULL
+     AND NEW.dead_reason NOT IN ('permanent', 'attempts', 'age', 'expired', 'cancelled', 'crash', 'hook');
+  -- Before capacity, so that plain SQL hears that the message itself is
+  -- wrong, not that the outbox is full; the size before the JSON is parsed.
+  -- The Producer writes NULL headers here (and checks its own with
+  -- kCheckHeaders).
+  SELECT RAISE(ABORT, 'outbox: headers: longer than 65536 bytes')
+   WHERE NEW.headers IS NOT NULL AND length(CAST(NEW.headers AS BLOB)) > 65536;
+  SELECT RAISE(ABORT, 'outbox: headers: must be a JSON object of string values without CR or LF')
+   WHERE NEW.headers IS NOT NULL
+     AND (json_valid(NEW.headers) = 0 OR json_type(NEW.headers) <> 'object'
+          OR EXISTS(SELECT 1 FROM json_each(NEW.headers)
+                     WHERE type <> 'text' OR key = ''
+                        OR instr(key, char(13)) OR instr(key, char(10))
+                        OR instr(value, char(13)) OR instr(value, char(10))));
+  -- The limits in one pass over outbox_limits, in this order: a payload
+  -- over max_payload_bytes (skipped for the Producer's empty one), then
+  -- capacity. One statement rather than three: each costs a scan.
+  SELECT CASE
+    WHEN length(CAST(NEW.payload AS BLOB)) > 0 AND max_payload_bytes > 0
+         AND length(CAST(NEW.payload AS BLOB)) > max_payload_bytes
+      THEN RAISE(ABORT, 'outbox: payload: larger than limits.max_payload_bytes')
+    -- Rows above the mark are counted only when there could be enough of
+    -- them: ids are distinct, so there are at most max(id) - mark.
+    WHEN max_pending > 0
+         AND (SELECT value FROM outbox_counters WHERE name = 'undelivered')
+             + (SELECT max(id) FROM outbox)
+             - (SELECT value FROM outbox_counters WHERE name = 'counted_upto') >= max_pending
+         AND (SELECT value FROM outbox_counters WHERE name = 'undelivered')
+             + )sql" OUTBOX_UNCOUNTED R"sql( >= max_pending
+      THEN RAISE(ABORT, 'outbox: capacity: limits.max_pending reached')
+    WHEN max_db_bytes > 0
+         AND ((SELECT page_count FROM pragma_page_count())
+              - (SELECT freelist_count FROM pragma_freelist_count()))
+             * (SELECT page_size FROM pragma_page_size()) >= max_db_bytes
+      THEN RAISE(ABORT, 'outbox: capacity: limits.max_db_bytes reached')
+  END
+    FROM outbox_limits;
+END;
+
+-- Plain SQL wrote the payload into outbox: move it. The row's copy is
+-- cleared first, so that its overflow pages, freed, are the ones the copy
+-- in outbox_payload takes again: a large payload's pages are written once
+-- per transaction, not allocated twice (schema 5 copied, then cleared).
+DROP TRIGGER outbox_move_payload;
+CREATE TRIGGER outbox_move_payload AFTER INSERT ON outbox
+  WHEN length(NEW.payload) > 0 OR NEW.headers IS NOT NULL
+BEGIN
+  UPDATE outbox SET payload = X'', headers = NULL WHERE id = NEW.id;
+  INSERT OR REPLACE INTO outbox_payload(id, payload, headers)
+    VALUES(NEW.id, NEW.payload, NEW.headers);
+END;
+
+-- The undelivered count without a write per insert: 'undelivered' counts
+-- the undelivered rows with an id up to 'counted_upto'; rows above it are
+-- counted when asked (a range of about 64 rowids: an insert 64 ids above
+-- the mark folds the rows below it into the counter). Only max_pending
+-- needs the count, so the fold runs only while it is set. Every row is
+-- below the mark now.
+INSERT INTO outbox_counters(name, value)
+  SELECT 'counted_upto', coalesce(max(id), 0) FROM outbox;
+
+DROP TRIGGER outbox_count_insert;
+CREATE TRIGGER outbox_count_insert AFTER INSERT ON outbox
+  WHEN NEW.status <> 1
+   AND NEW.id <= (SELECT value FROM outbox_counters WHERE name = 'counted_upto')
+BEGIN
+  UPDATE outbox_counters SET value = value + 1 WHERE name = 'undelivered';
+END;
+CREATE TRIGGER outbox_count_fold AFTER INSERT ON outbox
+  WHEN NEW.id >= (SELECT value FROM outbox_counters WHERE name = 'counted_upto') + 64
+   AND (SELECT max_pending FROM outbox_limits) > 0
+BEGIN
+  -- The mark stops below NEW: outbox_count_insert, whenever it runs, must
+  -- not count NEW as a row below the mark too.
+  UPDATE outbox_counters SET value = value + (SELECT count(*) FROM outbox
+      WHERE status <> 1 AND id < NEW.id
+        AND id > (SELECT value FROM outbox_counters WHERE name = 'counted_upto'))
+   WHERE name = 'undelivered';
+  UPDATE outbox_counters SET value = NEW.id - 1 WHERE name = 'counted_upto';
+END;
+DROP TRIGGER outbox_count_update;
+CREATE TRIGGER outbox_count_update AFTER UPDATE OF status ON outbox
+  WHEN (OLD.status = 1) <> (NEW.status = 1)
+   AND NEW.id <= (SELECT value FROM outbox_counters WHERE name = 'counted_upto')
+BEGIN
+  UPDATE outbox_counters SET value = value + (CASE WHEN NEW.status = 1 THEN -1 ELSE 1 END)
+   WHERE name = 'undelivered';
+END;
+-- A row given another id may cross the mark: count again (nothing the
+-- store does; plain SQL may).
+CREATE TRIGGER outbox_count_renumber AFTER UPDATE OF id ON outbox
+  WHEN OLD.id <> NEW.id
+BEGIN
+  UPDATE outbox_counters SET value = (SELECT count(*) FROM outbox WHERE status <> 1
+      AND id <= (SELECT value FROM outbox_counters WHERE name = 'counted_upto'))
+   WHERE name = 'undelivered';
+END;
+DROP TRIGGER outbox_count_delete;
+CREATE TRIGGER outbox_count_delete AFTER DELETE ON outbox
+  WHEN OLD.status <> 1
+   AND OLD.id <= (SELECT value FROM outbox_counters WHERE name = 'counted_upto')
+BEGIN
+  UPDATE outbox_counters SET value = value - 1 WHERE name = 'undelivered';
+END;
+)sql";
+
 // --- enqueue -------------------------------------------------------------------
 
 // ?1 topic, ?2 msg_key, ?3 payload, ?4 headers, ?5 max_attempts, ?6 backoff,
@@ -596,7 +765,8 @@ inline constexpr char kInsertState[] =
     " max(coalesce(?10, 0), " OUTBOX_NOW_MS "), " OUTBOX_NOW_MS ", " OUTBOX_NOW_MS ")";
 // ?1 headers: a row if outbox_check_insert would refuse them (the same
 // terms, in a WHERE so that they stop at the first that holds). The
-// Producer runs it only for messages that have headers.
+// Producer runs it only for messages that have headers, after its own
+// check of their size (kMaxHeadersBytes).
 inline constexpr char kCheckHeaders[] =
     "SELECT 1 WHERE json_valid(?1) = 0 OR json_type(?1) <> 'object'"
     " OR EXISTS(SELECT 1 FROM json_each(?1)"
@@ -1055,8 +1225,10 @@ inline constexpr char kList[] =
 inline constexpr char kStatsByTopic[] =
     "SELECT topic, status, count(*), min(created_at) FROM outbox"
     " GROUP BY topic, status ORDER BY topic, status";
+// The counter and the rows above its mark (schema 8); before schema 8 (a
+// file opened read-only by a newer tool) the counter alone.
 inline constexpr char kUndelivered[] =
-    "SELECT value FROM outbox_counters WHERE name = 'undelivered'";
+    "SELECT value + " OUTBOX_UNCOUNTED " FROM outbox_counters WHERE name = 'undelivered'";
 inline constexpr char kUsedBytes[] =
     "SELECT ((SELECT page_count FROM pragma_page_count())"
     " - (SELECT freelist_count FROM pragma_freelist_count()))"
@@ -1077,6 +1249,11 @@ inline constexpr char kDataVersion[] = "PRAGMA data_version";
 inline constexpr char kQuarantinedCount[] =
     "SELECT count(*) FROM outbox INDEXED BY outbox_quarantine"
     " WHERE status = 0 AND quarantined = 1";
+// Per topic: probation is decided per topic (a topic without a route holds
+// nothing up). Same index, read in its topic order.
+inline constexpr char kQuarantinedTopics[] =
+    "SELECT topic, count(*) FROM outbox INDEXED BY outbox_quarantine"
+    " WHERE status = 0 AND quarantined = 1 GROUP BY topic";
 
 // --- operator actions (store/src/operator.cc) ------------------------------
 //

@@ -76,9 +76,7 @@ const char* SynchronousPragma(Synchronous mode) {
   return "PRAGMA synchronous = FULL";
 }
 
-bool IsMemoryPath(const std::string& path) {
-  return path.empty() || path == ":memory:" || path.rfind("file::memory:", 0) == 0;
-}
+bool IsMemoryPath(const std::string& path) { return IsInMemoryPath(path); }
 
 template <typename T>
 std::optional<T> OptionalColumn(const SQLite::Column& column) {
@@ -262,6 +260,15 @@ void CheckOpenOptions(const Options& options, bool memory) {
   if (options.busy_timeout_ms < 0) {
     throw std::invalid_argument("busy_timeout_ms: expected 0 or a positive integer");
   }
+  // Measured (docs/testing.md): a shared-cache database answers a read
+  // during another connection's write with SQLITE_LOCKED at once, whatever
+  // the busy timeout, so the agent's threads would fail where they wait.
+  if (options.path.starts_with("file:") && options.path.find("mode=memory") != std::string::npos) {
+    throw std::invalid_argument(
+        "path: " + options.path +
+        ": mode=memory databases are not supported (a private one per connection, or with "
+        "cache=shared SQLITE_LOCKED errors); use file:/NAME?vfs=memdb (store::SharedMemoryPath)");
+  }
 }
 
 // A database the store creates is made here first, so that it never
@@ -288,13 +295,18 @@ void CreateDatabaseFile(const std::string& path) {
 }
 
 std::unique_ptr<SQLite::Database> OpenConnection(const Options& options, bool memory) {
-  if (options.create && !memory) CreateDatabaseFile(options.path);
+  // A "file:" URI is SQLite's to interpret.
+  if (options.create && !memory && !options.path.starts_with("file:")) {
+    CreateDatabaseFile(options.path);
+  }
   int flags = options.read_only ? SQLite::OPEN_READONLY : SQLite::OPEN_READWRITE;
   if (options.create) flags |= SQLite::OPEN_CREATE;
-  if (memory) flags |= SQLite::OPEN_MEMORY;
+  const bool shared = IsSharedMemoryPath(options.path);
+  if (memory && !shared) flags |= SQLite::OPEN_MEMORY;
+  if (shared) flags |= SQLITE_OPEN_URI;
   flags |= SQLITE_OPEN_NOMUTEX;  // one thread per connection by contract
-  auto db = std::make_unique<SQLite::Database>(memory ? ":memory:" : options.path, flags,
-                                               options.busy_timeout_ms);
+  auto db = std::make_unique<SQLite::Database>(memory && !shared ? ":memory:" : options.path,
+                                               flags, options.busy_timeout_ms);
   internal::HardenConnection(db->getHandle());
   return db;
 }
@@ -1172,6 +1184,17 @@ std::int64_t Store::QuarantinedCount() {
     StatementUse q(impl_->Prepare(sql::kQuarantinedCount));
     q->executeStep();
     return q->getColumn(0).getInt64();
+  });
+}
+
+std::vector<std::pair<std::string, std::int64_t>> Store::QuarantinedTopics() {
+  return Wrap("count quarantined rows per topic", [&] {
+    StatementUse q(impl_->Prepare(sql::kQuarantinedTopics));
+    std::vector<std::pair<std::string, std::int64_t>> topics;
+    while (q->executeStep()) {
+      topics.emplace_back(q->getColumn(0).getString(), q->getColumn(1).getInt64());
+    }
+    return topics;
   });
 }
 

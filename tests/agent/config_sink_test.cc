@@ -2,6 +2,7 @@
 // priority), and their errors, each one line naming the key.
 #include <gtest/gtest.h>
 
+#include <cstdlib>
 #include <stdexcept>
 #include <string>
 #include <utility>
@@ -91,6 +92,27 @@ TEST(ParseConfigSinks, EachSinksUrlAndOptionsAreCheckedByKey) {
     EXPECT_TRUE(got.starts_with(error)) << json << "\n  got: " << got;
     EXPECT_EQ(got.find('\n'), std::string::npos) << got;
   }
+}
+
+// Broker identities may come from the environment or a file like the
+// secrets beside them (docs/sinks-nats.md, docs/sinks-mqtt.md); written
+// inline they are taken as they are, without the inline-secret warning.
+TEST(ParseConfigSinks, BrokerIdentitiesMayBeSecretReferences) {
+  ::setenv("OUTBOX_TEST_BROKER_USER", "svc-orders", 1);
+  const Config nats = ParseConfig(Topic(
+      "nats://h:4222/orders",
+      R"("nats": {"user": "env:OUTBOX_TEST_BROKER_USER", "password": "env:OUTBOX_TEST_BROKER_USER"})"));
+  EXPECT_EQ(nats.options.topics.at("a").endpoint.nats.user, "svc-orders");
+  const Config mqtt = ParseConfig(Topic(
+      "mqtt://h/orders",
+      R"("mqtt": {"username": "env:OUTBOX_TEST_BROKER_USER", "password": "env:OUTBOX_TEST_BROKER_USER"})"));
+  EXPECT_EQ(mqtt.options.topics.at("a").endpoint.mqtt.username, "svc-orders");
+  const Config inline_user = ParseConfig(Topic(
+      "nats://h:4222/orders", R"("nats": {"user": "svc", "password": "env:OUTBOX_TEST_BROKER_USER"})"));
+  EXPECT_EQ(inline_user.options.topics.at("a").endpoint.nats.user, "svc");
+  EXPECT_TRUE(inline_user.warnings.empty());
+  EXPECT_EQ(ErrorOf(Topic("nats://h:4222/orders", R"("nats": {"nkey": "env:OUTBOX_TEST_UNSET_NKEY"})")),
+            R"(topics."a".nats.nkey: environment variable OUTBOX_TEST_UNSET_NKEY is not set)");
 }
 
 }  // namespace

@@ -2,13 +2,18 @@
 // process: exactly-once application, signatures, the simulated outage, a
 // clean stop on SIGTERM, and an in-process Agent delivering to it through
 // lost acknowledgements (the demo's flow without outboxd).
+#include <arpa/inet.h>
 #include <fcntl.h>
+#include <netinet/in.h>
 #include <poll.h>
 #include <signal.h>
 #include <spawn.h>
+#include <sys/socket.h>
 #include <stdlib.h>
 #include <sys/wait.h>
 #include <unistd.h>
+
+#include <zlib.h>
 
 #include <fstream>
 #include <regex>
@@ -84,6 +89,8 @@ class ReceiverProcess {
     }
   }
 
+  pid_t pid() const { return pid_; }
+
   // SIGTERM, then the exit status (-1 if it had to be killed after `limit`).
   int Stop(std::chrono::milliseconds limit = 10s) {
     kill(pid_, SIGTERM);
@@ -112,6 +119,44 @@ std::int64_t StatField(const std::string& json, const std::string& name) {
   std::smatch match;
   if (!std::regex_search(json, match, std::regex("\"" + name + "\":(\\d+)"))) return -1;
   return std::stoll(match[1].str());
+}
+
+// A /proc/PID/status field in KiB (VmRSS, VmHWM); -1 if missing.
+std::int64_t ProcessKib(pid_t pid, const std::string& field) {
+  std::ifstream status("/proc/" + std::to_string(pid) + "/status");
+  std::string line;
+  while (std::getline(status, line)) {
+    if (line.rfind(field + ":", 0) == 0) return std::stoll(line.substr(field.size() + 1));
+  }
+  return -1;
+}
+
+// `size` zero bytes, gzip-compressed (a few hundred KB for 128 MiB).
+std::string GzipZeros(std::size_t size) {
+  z_stream z{};
+  if (deflateInit2(&z, Z_BEST_COMPRESSION, Z_DEFLATED, 15 + 16, 9, Z_DEFAULT_STRATEGY) != Z_OK) {
+    throw std::runtime_error("deflateInit2 failed");
+  }
+  const std::string zeros(1 << 20, '\0');
+  std::string out;
+  char buffer[1 << 16];
+  for (std::size_t left = size; left > 0 || z.avail_in > 0;) {
+    const bool last = left <= zeros.size();
+    const std::size_t take = std::min(left, zeros.size());
+    z.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(zeros.data()));
+    z.avail_in = static_cast<uInt>(take);
+    left -= take;
+    int rc = Z_OK;
+    do {
+      z.next_out = reinterpret_cast<Bytef*>(buffer);
+      z.avail_out = sizeof buffer;
+      rc = deflate(&z, last ? Z_FINISH : Z_NO_FLUSH);
+      out.append(buffer, sizeof buffer - z.avail_out);
+    } while (z.avail_out == 0 || (last && rc != Z_STREAM_END));
+    if (last) break;
+  }
+  deflateEnd(&z);
+  return out;
 }
 
 class ReceiverTest : public AgentTest {
@@ -146,6 +191,15 @@ class ReceiverTest : public AgentTest {
     SQLite::Statement q(db, sql);
     q.executeStep();
     return q.getColumn(0).getInt64();
+  }
+
+  // Standard Webhooks headers for `body` under `id`, signed now.
+  static httplib::Headers Signed(const std::string& id, const std::string& body) {
+    const std::vector<std::string> secrets = {kSecret};
+    return httplib::Headers{
+        {"webhook-id", id},
+        {"webhook-timestamp", std::to_string(NowS())},
+        {"webhook-signature", transport::WebhookSignature(secrets, id, NowS(), body)}};
   }
 
   std::string receiver_db_;
@@ -267,6 +321,136 @@ TEST_F(ReceiverTest, AnAgentsRetriesThroughLostAnswersApplyEveryOrderOnce) {
   EXPECT_EQ(receiver_->Stop(), 0);
   EXPECT_EQ(Query("SELECT count(*) FROM orders_received"), kOrders);
   EXPECT_EQ(Query("SELECT count(DISTINCT message_id) FROM orders_received"), kOrders);
+}
+
+// Issue #27, finding 4: a captured signed request replayed under fresh
+// Idempotency-Keys, and members of a signed batch sent again alone. On the
+// old receiver each replay was applied again (the key was the unsigned
+// Idempotency-Key).
+class HostileReceiverTest : public ReceiverTest {};
+
+TEST_F(HostileReceiverTest, AReplayedSignedRequestIsAppliedOnceWhateverItsIdempotencyKey) {
+  ASSERT_EQ(setenv(kSecretVariable, kSecret, 1), 0);
+  StartReceiver({"--signing-secret", std::string("env:") + kSecretVariable});
+  const std::string body = R"({"order":7})";
+  const httplib::Headers captured = Signed("msg-1", body);
+  EXPECT_EQ(Post("msg-1", body, captured), 200);
+  EXPECT_EQ(Post("replay-1", body, captured), 400);  // disagrees with webhook-id
+  EXPECT_EQ(Post("replay-2", body, captured), 400);
+  EXPECT_EQ(Post("", body, captured), 200);  // no Idempotency-Key: webhook-id decides
+  EXPECT_EQ(Query("SELECT count(*) FROM orders_received"), 1);
+  const std::string stats = Stats();
+  EXPECT_EQ(StatField(stats, "applied"), 1) << stats;
+  EXPECT_EQ(StatField(stats, "duplicates"), 1) << stats;
+  EXPECT_EQ(StatField(stats, "bad_requests"), 2) << stats;
+  EXPECT_EQ(receiver_->Stop(), 0);
+}
+
+TEST_F(HostileReceiverTest, BatchMembersAreKeyedByTheirSignedIdsNotTheBatchId) {
+  ASSERT_EQ(setenv(kSecretVariable, kSecret, 1), 0);
+  StartReceiver({"--signing-secret", std::string("env:") + kSecretVariable});
+  const std::string batch = "{\"id\":\"m1\",\"topic\":\"t\",\"payload\":{\"n\":1}}\n"
+                            "{\"id\":\"m2\",\"topic\":\"t\",\"payload\":{\"n\":2}}\n";
+  httplib::Headers headers = Signed("batch-1", batch);
+  headers.emplace("Idempotency-Key", "batch-1");
+  auto result = client_->Post("/orders", headers, batch, "application/x-ndjson");
+  ASSERT_TRUE(result);
+  EXPECT_EQ(result->status, 200) << result->body;
+  // The same batch under another batch id, and one member alone: nothing new.
+  result = client_->Post("/orders", Signed("batch-2", batch), batch, "application/x-ndjson");
+  ASSERT_TRUE(result);
+  EXPECT_EQ(result->status, 200) << result->body;
+  const std::string alone = R"({"n":2})";
+  EXPECT_EQ(Post("m2", alone, Signed("m2", alone)), 200);
+  // A member without an id is refused as a whole.
+  const std::string no_id = "{\"topic\":\"t\"}\n";
+  result = client_->Post("/orders", Signed("batch-3", no_id), no_id, "application/x-ndjson");
+  ASSERT_TRUE(result);
+  EXPECT_EQ(result->status, 400);
+  EXPECT_EQ(Query("SELECT count(*) FROM orders_received"), 2);
+  EXPECT_EQ(Query("SELECT count(*) FROM outbox_inbox WHERE key IN ('m1', 'm2')"), 2);
+  EXPECT_EQ(receiver_->Stop(), 0);
+}
+
+// Finding 5: an unsigned chunked body and a gzip bomb, each 128 MiB once
+// read, cost the receiver at most its 8 MiB body limit. The old receiver
+// read both whole before answering 401 (its RSS grew by more than the body).
+TEST_F(HostileReceiverTest, ChunkedAndCompressedBodiesStopAtTheLimitBeforeTheSignature) {
+  ASSERT_EQ(setenv(kSecretVariable, kSecret, 1), 0);
+  StartReceiver({"--signing-secret", std::string("env:") + kSecretVariable});
+  ASSERT_EQ(Stats().empty(), false);
+  const std::int64_t before_kib = ProcessKib(receiver_->pid(), "VmRSS");
+  constexpr std::size_t kHuge = std::size_t{128} << 20;
+  {
+    httplib::Client chunked("127.0.0.1", port_);
+    const std::string piece(1 << 16, 'x');
+    std::size_t sent = 0;
+    chunked.Post(
+        "/orders", {{"Idempotency-Key", "k"}},
+        [&](std::size_t, httplib::DataSink& sink) {
+          if (sent >= kHuge) {
+            sink.done();
+            return true;
+          }
+          sent += piece.size();
+          return sink.write(piece.data(), piece.size());
+        },
+        "application/json");
+  }
+  {
+    httplib::Client bomb("127.0.0.1", port_);
+    const auto result = bomb.Post("/orders", {{"Idempotency-Key", "k"}, {"Content-Encoding", "gzip"}},
+                                  GzipZeros(kHuge), "application/json");
+    if (result) {
+      EXPECT_EQ(result->status, 413);
+    }
+  }
+  const std::string stats = Stats();
+  EXPECT_EQ(StatField(stats, "too_large"), 2) << stats;
+  EXPECT_EQ(StatField(stats, "bad_signatures"), 0) << stats;  // refused before the signature
+  const std::int64_t peak_kib = ProcessKib(receiver_->pid(), "VmHWM");
+  EXPECT_LT(peak_kib - before_kib, 40 * 1024) << "peak " << peak_kib << " KiB, before "
+                                              << before_kib << " KiB";
+  EXPECT_EQ(receiver_->Stop(), 0);
+}
+
+// Sends `request` as it is on a new connection; returns the status line of
+// the answer ("" if none within 10 s).
+std::string RawExchange(int port, const std::string& request) {
+  const int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_in address{};
+  address.sin_family = AF_INET;
+  address.sin_port = htons(static_cast<std::uint16_t>(port));
+  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  std::string answer;
+  if (connect(fd, reinterpret_cast<sockaddr*>(&address), sizeof address) == 0 &&
+      send(fd, request.data(), request.size(), MSG_NOSIGNAL) ==
+          static_cast<ssize_t>(request.size())) {
+    pollfd ready{fd, POLLIN, 0};
+    char buffer[512];
+    while (answer.find("\r\n") == std::string::npos && poll(&ready, 1, 10'000) == 1) {
+      const ssize_t n = recv(fd, buffer, sizeof buffer, 0);
+      if (n <= 0) break;
+      answer.append(buffer, static_cast<std::size_t>(n));
+    }
+  }
+  close(fd);
+  return answer.substr(0, answer.find("\r\n"));
+}
+
+// A body announced longer than the limit is refused on its headers alone
+// (the old receiver waited to skip a gigabyte), and a GET that announces a
+// body is refused rather than read.
+TEST_F(HostileReceiverTest, ABodyAnnouncedTooLongAndAGetWithABodyAreRefusedUnread) {
+  StartReceiver();
+  EXPECT_EQ(RawExchange(port_,
+                        "POST /orders HTTP/1.1\r\nHost: x\r\nIdempotency-Key: k\r\n"
+                        "Content-Length: 1073741824\r\n\r\n"),
+            "HTTP/1.1 413 Payload Too Large");
+  EXPECT_EQ(RawExchange(port_, "GET /stats HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\n\r\n"),
+            "HTTP/1.1 400 Bad Request");
+  EXPECT_EQ(Query("SELECT count(*) FROM orders_received"), 0);
+  EXPECT_EQ(receiver_->Stop(), 0);
 }
 
 }  // namespace

@@ -66,7 +66,7 @@ class DeliveryRig {
     agent_ = std::make_unique<agent::Agent>(options);
     agent_->Start();
     app_ = std::make_unique<RawDb>(path);
-    undelivered_ = app_->Prepare("SELECT value FROM outbox_counters WHERE name = 'undelivered'");
+    undelivered_ = app_->Prepare(kAnyUndelivered);
   }
 
   ~DeliveryRig() { agent_->Stop(std::chrono::seconds(5)); }

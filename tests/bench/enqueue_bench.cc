@@ -57,7 +57,8 @@ constexpr char kRawColumns[] = R"sql(
   deliver_at        INTEGER,
   expires_at        INTEGER,
   dead_reason       TEXT,
-  acked_at          INTEGER)sql";
+  acked_at          INTEGER,
+  delivered_at      INTEGER)sql";
 
 class EnqueueBench {
  public:

@@ -82,7 +82,7 @@ class Rig {
     agent_->Start();
     app_ = std::make_unique<RawDb>(path);
     app_->Exec("UPDATE outbox_limits SET max_pending = 0");
-    undelivered_ = app_->Prepare("SELECT value FROM outbox_counters WHERE name = 'undelivered'");
+    undelivered_ = app_->Prepare(kAnyUndelivered);
   }
   ~Rig() { agent_->Stop(std::chrono::seconds(5)); }
 

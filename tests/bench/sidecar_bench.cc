@@ -140,7 +140,7 @@ double PeakPrivateDuring(const Child& child, const std::function<void()>& work) 
 
 void WaitDelivered(RawDb& app, const std::string& name) {
   Statement undelivered =
-      app.Prepare("SELECT value FROM outbox_counters WHERE name = 'undelivered'");
+      app.Prepare(kAnyUndelivered);
   const auto start = SteadyClock::now();
   for (;;) {
     sqlite3_step(undelivered.get());
@@ -200,7 +200,7 @@ RelayResult Measure(const std::string& name, const Launch& launch, WorkDir& dir,
   InsertPending(app, kTopic, "bulk", bulk, bulk);  // one transaction
   const auto start = SteadyClock::now();
   Statement undelivered =
-      app.Prepare("SELECT value FROM outbox_counters WHERE name = 'undelivered'");
+      app.Prepare(kAnyUndelivered);
   for (;;) {
     sqlite3_step(undelivered.get());
     const std::int64_t left = sqlite3_column_int64(undelivered.get(), 0);

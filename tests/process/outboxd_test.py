@@ -9,6 +9,7 @@ sleeps to synchronise.
 """
 
 import argparse
+import glob
 import http.server
 import json
 import os
@@ -526,6 +527,21 @@ class ConfigTest(OutboxdTestCase):
 
 
 class MetricsTest(OutboxdTestCase):
+    def test_every_family_is_in_the_documented_table(self):
+        daemon = self.start(self.config({"orders": {"url": "http://127.0.0.1:9/"}}))
+        status, text, _ = daemon.get("/metrics")
+        self.assertEqual(status, 200)
+        served = set(re.findall(r"^# TYPE (outbox_[a-z_]+) ", text, re.M))
+        page = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(
+            os.path.abspath(__file__)))), "docs", "operations.md")
+        with open(page, encoding="utf-8") as f:
+            documented = set(re.findall(r"^\| `(outbox_[a-z_]+)` \|", f.read(), re.M))
+        self.assertGreater(len(served), 10)
+        self.assertEqual(served - documented, set(),
+                         "families /metrics serves that docs/operations.md's table lacks")
+        self.assertEqual(documented - served, set(),
+                         "families docs/operations.md lists that /metrics does not serve")
+
     def test_metrics_agree_with_the_database(self):
         good = self.receiver(status=200)
         bad = self.receiver(status=400)  # permanent: dead at once
@@ -682,6 +698,80 @@ class OutboxctlTest(OutboxdTestCase):
         listed = self.outboxctl("list").stdout.decode()
         self.assertIn("1969-12-31T23:59:59.999Z", listed)
         self.assertNotIn(".-", listed)
+
+
+class FirstMessagesTest(OutboxdTestCase):
+    """The messages a newcomer meets first name the problem, and the
+    inspecting commands work on a database the user may read but not write."""
+
+    def fails_with(self, args, status, *wanted):
+        result = self.outboxctl(*args)
+        err = result.stderr.decode()
+        self.assertEqual(result.returncode, status, (args, err))
+        for text in wanted:
+            self.assertIn(text, err, args)
+        self.assertLess(len(err), 300, f"{args}: a one-line error, got {err!r}")
+        return err
+
+    def test_flag_and_command_errors_name_the_problem(self):
+        self.assertEqual(self.outboxctl("init").returncode, 0)
+        self.fails_with(["list", "--limit", "0"], 2, "--limit", "1000000")
+        self.fails_with(["frobnicate"], 2, "unknown command 'frobnicate'", "stats")
+        err = self.fails_with(["retry"], 2, "--id", "--all-dead")
+        self.assertNotIn("--status", err, "retry has no --status flag")
+
+    def test_init_in_a_missing_directory_names_the_directory(self):
+        missing = os.path.join(self.dir, "no", "such")
+        result = subprocess.run([OUTBOXCTL, "--db", os.path.join(missing, "x.db"), "init"],
+                                capture_output=True, timeout=DEADLINE_S)
+        self.assertEqual(result.returncode, 2, result.stderr)
+        self.assertIn(f"directory {missing} does not exist", result.stderr.decode())
+
+    def test_stats_shows_the_database_id_and_the_stored_limits(self):
+        self.assertEqual(self.outboxctl("init").returncode, 0)
+        database_id = self.sql("SELECT value FROM outbox_meta WHERE key = 'database_id'")[0][0]
+        out = self.outboxctl("stats").stdout.decode()
+        self.assertIn(f"database id {database_id}", out)
+        self.assertIn("max_payload_bytes 1048576", out)
+
+    def test_inspection_works_on_a_database_the_user_cannot_write(self):
+        self.assertEqual(self.outboxctl("init").returncode, 0)
+        row_id = self.insert("orders", "k1")
+        # A running agent keeps the -wal and -shm files (what a reader of a
+        # WAL database needs); this connection stands in for it.
+        holder = sqlite3.connect(self.db)
+        holder.execute("SELECT count(*) FROM outbox").fetchall()
+        self.addCleanup(holder.close)
+        for path in (self.db, self.db + "-wal", self.db + "-shm"):
+            os.chmod(path, 0o644)
+        os.chmod(self.dir, 0o755)
+        if os.geteuid() == 0:
+            # root writes anything: read as nobody instead.
+            prefix = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"]
+        else:
+            os.chmod(self.dir, 0o555)
+            self.addCleanup(os.chmod, self.dir, 0o755)
+            for path in (self.db, self.db + "-wal", self.db + "-shm"):
+                os.chmod(path, 0o444)
+            prefix = []
+        for args in (["stats"], ["list"], ["show", str(row_id)], ["audit"], ["top", "--once"],
+                     ["ordering"]):
+            result = subprocess.run(prefix + [OUTBOXCTL, "--db", self.db, *args],
+                                    capture_output=True, timeout=DEADLINE_S)
+            self.assertEqual(result.returncode, 0, (args, result.stderr))
+        result = subprocess.run(prefix + [OUTBOXCTL, "--db", self.db, "retry", "--all-dead"],
+                                capture_output=True, timeout=DEADLINE_S)
+        self.assertEqual(result.returncode, 1, "a change still needs write access")
+        # A file of an older or newer schema: one line, and no migration tried.
+        version = int(self.sql("SELECT value FROM outbox_meta WHERE key = 'schema_version'")[0][0])
+        for other, wanted in ((version - 1, "needs a migration"), (version + 1, "newer than")):
+            self.sql("UPDATE outbox_meta SET value = ? WHERE key = 'schema_version'", (str(other),))
+            result = subprocess.run(prefix + [OUTBOXCTL, "--db", self.db, "stats"],
+                                    capture_output=True, timeout=DEADLINE_S)
+            self.assertEqual(result.returncode, 1, result.stderr)
+            self.assertIn(wanted, result.stderr.decode())
+            self.assertEqual(result.stderr.count(b"\n"), 1, result.stderr)
+        self.assertEqual(glob.glob(self.db + ".bak*"), [], "no backup: nothing was migrated")
 
 
 class RetentionTest(OutboxdTestCase):

@@ -134,7 +134,8 @@ class PythonModuleTest(ProducerTestCase):
         self.start_outboxd()
         with self.assertRaises(sqlite3.IntegrityError) as raised:
             self.sql("INSERT INTO outbox(topic, msg_key, payload) VALUES('', 'k', x'00')")
-        self.assertEqual(str(raised.exception), "outbox: topic: must be a non-empty string")
+        self.assertEqual(str(raised.exception),
+                         "outbox: topic: must be a non-empty string of at most 255 bytes")
 
     def test_capacity_outside_a_transaction_and_a_missing_schema(self):
         self.start_outboxd(limits={"max_pending": 1})

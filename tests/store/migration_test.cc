@@ -372,6 +372,123 @@ TEST(Migration, AStoppedMigration7IsUndoneAndTheNextOpenFinishesIt) {
   EXPECT_NE(IndexSql(store.connection(), "outbox_unpark_delete"), "");
 }
 
+// A schema 7 file with the rows schema 8's insert checks refuse, written
+// when nothing refused them: an unknown backoff, no attempts at all, a
+// negative interval, a 300-byte topic.
+std::string MakeSchema7WithRowsSchema8Refuses(const TempDir& dir) {
+  const std::string path = dir.File("app.db");
+  testing::MakeFileAtVersion(path, 7);
+  SQLite::Database app(path, SQLite::OPEN_READWRITE);
+  app.exec(
+      "INSERT INTO outbox(id, topic, msg_key, payload, backoff, max_attempts, first_interval_ms)"
+      " VALUES (1, 't', 'a', 'x', 'linear', 0, -5),"
+      " (2, printf('%.*c', 300, 't'), 'b', 'y', NULL, NULL, NULL)");
+  return path;
+}
+
+// Migration 8: the insert trigger checks the retry columns, the topic's
+// length and the headers' size; rows already written stay as they are; the
+// undelivered counter gets its mark above every row.
+TEST(Migration, Schema8ChecksNewRowsAndKeepsEveryOldOne) {
+  TempDir dir;
+  const std::string path = MakeSchema7WithRowsSchema8Refuses(dir);
+  Options options;
+  options.path = path;
+  Store store(options);
+  EXPECT_EQ(SchemaVersionOf(path), kSchemaVersion);
+  SQLite::Database& db = store.connection();
+  EXPECT_EQ(Count(db, "SELECT count(*) FROM outbox WHERE backoff = 'linear' AND first_interval_ms"
+                      " = -5 AND max_attempts = 0"),
+            1);
+  EXPECT_EQ(store.Get(2)->payload, "y");
+  EXPECT_EQ(Count(db, "SELECT value FROM outbox_counters WHERE name = 'undelivered'"), 2);
+  // Every row is below the counter's mark; the count stays exact after it.
+  EXPECT_EQ(Count(db, "SELECT value FROM outbox_counters WHERE name = 'counted_upto'"), 2);
+  EXPECT_EQ(store.GetStats().undelivered, 2);
+  db.exec("INSERT INTO outbox(topic, msg_key, payload) VALUES('t', 'big', zeroblob(20000))");
+  db.exec("UPDATE outbox SET status = 1 WHERE id = 1");
+  EXPECT_EQ(store.GetStats().undelivered, 2);
+  EXPECT_EQ(store.Get(3)->payload.size(), 20000u);
+  for (const char* bad :
+       {"INSERT INTO outbox(topic, msg_key, payload, backoff) VALUES('t', 'c', 'x', 'linear')",
+        "INSERT INTO outbox(topic, msg_key, payload, max_attempts) VALUES('t', 'c', 'x', 0)",
+        "INSERT INTO outbox(topic, msg_key, payload, first_interval_ms) VALUES('t', 'c', 'x', -5)",
+        "INSERT INTO outbox(topic, msg_key, payload) VALUES(printf('%.*c', 256, 't'), 'c', 'x')",
+        "INSERT INTO outbox(topic, msg_key, payload, headers)"
+        " VALUES('t', 'c', 'x', json_object('a', zeroblob(70000)))"}) {
+    EXPECT_THROW(db.exec(bad), SQLite::Exception) << bad;
+  }
+  // A file made now has the same triggers, made by the same migrations.
+  Options fresh;
+  fresh.path = dir.File("fresh.db");
+  fresh.create = true;
+  Store made(fresh);
+  EXPECT_EQ(TriggerSql(made.connection()), TriggerSql(db));
+}
+
+// A migration 8 stopped at its very end (the version cannot be written; a
+// kill at any earlier point ends the transaction the same way) leaves the
+// file at schema 7 with schema 7's triggers; the next open does it all.
+TEST(Migration, AStoppedMigration8IsUndoneAndTheNextOpenFinishesIt) {
+  TempDir dir;
+  const std::string path = MakeSchema7WithRowsSchema8Refuses(dir);
+  std::string schema7;
+  {
+    SQLite::Database app(path, SQLite::OPEN_READWRITE);
+    schema7 = TriggerSql(app);
+    app.exec(
+        "CREATE TRIGGER app_stop BEFORE UPDATE ON outbox_meta"
+        " BEGIN SELECT RAISE(ABORT, 'stopped'); END");
+  }
+  Options options;
+  options.path = path;
+  options.backup_before_migration = false;
+  EXPECT_THROW(Store store(options), StoreError);
+  EXPECT_EQ(SchemaVersionOf(path), 7);
+  {
+    SQLite::Database app(path, SQLite::OPEN_READWRITE);
+    app.exec("DROP TRIGGER app_stop");
+    EXPECT_EQ(TriggerSql(app), schema7);
+    // Schema 7's trigger still takes what schema 8's refuses.
+    app.exec("INSERT INTO outbox(topic, msg_key, payload, backoff) VALUES('t', 'c', 'x', 'linear')");
+  }
+  Store store(options);
+  EXPECT_EQ(SchemaVersionOf(path), kSchemaVersion);
+  EXPECT_THROW(store.connection().exec("INSERT INTO outbox(topic, msg_key, payload, backoff)"
+                                       " VALUES('t', 'd', 'x', 'linear')"),
+               SQLite::Exception);
+  EXPECT_EQ(Count(store.connection(), "SELECT count(*) FROM outbox"), 3);
+}
+
+// The same stop halfway: an application's trigger has the name of one that
+// migration 8 creates after it replaced the insert trigger, the payload move
+// and the insert counter and added the counter's mark.
+TEST(Migration, AMigration8StoppedHalfwayLeavesSchema7AsItWas) {
+  TempDir dir;
+  const std::string path = MakeSchema7WithRowsSchema8Refuses(dir);
+  std::string schema7;
+  {
+    SQLite::Database app(path, SQLite::OPEN_READWRITE);
+    schema7 = TriggerSql(app);
+    app.exec("CREATE TABLE app_log(x)");
+    app.exec("CREATE TRIGGER outbox_count_fold AFTER INSERT ON app_log BEGIN SELECT 1; END");
+  }
+  Options options;
+  options.path = path;
+  options.backup_before_migration = false;
+  EXPECT_THROW(Store store(options), StoreError);
+  EXPECT_EQ(SchemaVersionOf(path), 7);
+  {
+    SQLite::Database app(path, SQLite::OPEN_READWRITE);
+    app.exec("DROP TRIGGER outbox_count_fold");
+    EXPECT_EQ(TriggerSql(app), schema7);
+    EXPECT_EQ(Count(app, "SELECT count(*) FROM outbox_counters WHERE name = 'counted_upto'"), 0);
+  }
+  Store store(options);
+  EXPECT_EQ(SchemaVersionOf(path), kSchemaVersion);
+  EXPECT_EQ(store.GetStats().undelivered, 2);
+}
+
 // What an older binary says when it meets this file: one line naming the
 // file and the way out (the check it runs is this build's own check, with
 // the version one higher).

@@ -26,6 +26,7 @@ inline void MakeFileAtVersion(const std::string& path, int version) {
     db.exec(sql::kMigration5Triggers);
   }
   if (version >= 6) db.exec(sql::kMigration6);
+  if (version >= 7) db.exec(sql::kMigration7);
   db.exec("INSERT INTO outbox_meta VALUES('schema_version', " + std::to_string(version) +
           "), ('database_id', lower(hex(randomblob(16))))");
 }

@@ -71,11 +71,11 @@ class TriggerTest : public ::testing::Test {
                  id) == 1;
   }
 
-  // The counter against the rows it counts.
+  // The undelivered count max_pending checks (the counter and the rows
+  // above its mark) against the rows it counts.
   void ExpectCounter(std::int64_t expected) {
-    SQLite::Statement q(db(),
-                        "SELECT (SELECT value FROM outbox_counters WHERE name = 'undelivered'),"
-                        " (SELECT count(*) FROM outbox WHERE status <> 1)");
+    SQLite::Statement q(db(), std::string("SELECT (") + sql::kUndelivered +
+                                  "), (SELECT count(*) FROM outbox WHERE status <> 1)");
     ASSERT_TRUE(q.executeStep());
     EXPECT_EQ(q.getColumn(0).getInt64(), expected);
     EXPECT_EQ(q.getColumn(1).getInt64(), expected);

@@ -312,6 +312,9 @@ struct MetricsSnapshot {
   std::int64_t taken_back_leases = 0;
   // Pending rows whose topic has no route (no entry, no "*").
   std::int64_t unrouted_pending = 0;
+  // Of them, rows taken back from a crashed agent (quarantined): they wait
+  // for a route and hold no other topic up. As of the sweeper's last pass.
+  std::int64_t quarantined_unrouted = 0;
   // Ordering keys whose head is dead or not yet due while later messages
   // of the key wait (store::Store::BlockedKeyCount).
   std::int64_t blocked_keys = 0;
@@ -404,6 +407,15 @@ class Agent {
   void NotifyCommitted(std::span<const store::EnqueuedRow> rows);
   // Another process may have committed rows: look for new due rows now.
   void NotifyExternalCommit();
+
+  // For tests (docs/testing.md): wakes the sweeper, then waits until no row
+  // is in flight and no row is due at the clock's WallMs() on a route whose
+  // breaker is closed: every such delivery and retry has been sent and its
+  // outcome written (delivered, rescheduled or dead), retries that came due
+  // meanwhile included. The sends run on the agent's workers; the caller
+  // only waits (polling every millisecond). Returns false if work is still
+  // due after `timeout`. Throws std::logic_error unless the agent runs.
+  bool RunDue(std::chrono::milliseconds timeout = std::chrono::seconds(10));
 
   // True once the database is open and the threads run.
   bool Running() const;

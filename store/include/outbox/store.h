@@ -7,9 +7,10 @@
 //  - Store: the agent's and the admin tool's own connection. Every state
 //    transition of docs/design.md is one guarded statement here; several may share
 //    one write transaction (group commit).
-//  - Inbox: the receiving side. A receiver records each message's
-//    Idempotency-Key inside its own transaction, so that a message delivered
-//    twice is applied once.
+//  - Inbox: the receiving side. A receiver records each message's key
+//    (its Idempotency-Key; with signatures, the signed webhook-id or a batch
+//    member's id, see Inbox::Record) inside its own transaction, so that a
+//    message delivered twice is applied once.
 //
 // None of these classes is thread-safe: like an SQLite connection, each
 // belongs to one thread at a time. Open one per thread.
@@ -41,9 +42,13 @@ class RawTransaction;  // the store's transaction guard (internal)
 }
 
 // Bump with every migration in store/src/schema.cc.
-inline constexpr int kSchemaVersion = 7;
+inline constexpr int kSchemaVersion = 8;
 // Keys longer than this are rejected (they end up in HTTP headers and logs).
 inline constexpr std::size_t kMaxKeyBytes = 255;
+// Topics longer than this are rejected (they name metric labels and log lines).
+inline constexpr std::size_t kMaxTopicBytes = 255;
+// A message's headers, as JSON text, are at most this long.
+inline constexpr std::size_t kMaxHeadersBytes = 65536;
 // A message's schema_version is at most this long.
 inline constexpr std::size_t kMaxSchemaVersionBytes = 64;
 // next_attempt_at of a row parked behind a dead head (Store::
@@ -305,6 +310,21 @@ struct BootTime {
 // /proc cannot be read).
 BootTime SystemBootTime();
 
+// In-memory databases (docs/testing.md). SharedMemoryPath("NAME") is the
+// URI "file:/NAME?vfs=memdb": every connection of this process opened with
+// it (Store, the application's, an Agent's db_path) sees one database, which
+// lives while at least one of them is open. It has no write-ahead log: a
+// write transaction keeps readers out until it ends, and they wait up to
+// their busy timeout. Nothing of it survives the process. Throws
+// std::invalid_argument naming "name" unless it is 1 to 128 characters of
+// [A-Za-z0-9._-].
+std::string SharedMemoryPath(std::string_view name);
+// True for a path that opens no file: "", ":memory:", "file::memory:..."
+// (private to one connection) and SharedMemoryPath URIs.
+bool IsInMemoryPath(std::string_view path);
+// True for a SharedMemoryPath URI ("file:/...?...vfs=memdb").
+bool IsSharedMemoryPath(std::string_view path);
+
 // Wall-clock times before this (2025-01-01T00:00:00Z, before this code
 // existed) are not real dates: a device without a battery-backed clock
 // boots near 1970 and jumps forward when NTP syncs. An age computed from or
@@ -312,7 +332,9 @@ BootTime SystemBootTime();
 inline constexpr std::int64_t kSaneWallFloorMs = 1'735'689'600'000;
 
 struct Options {
-  std::string path;  // database file; never created unless `create`
+  // The database file, or an in-memory database (SharedMemoryPath);
+  // a file is never created unless `create`.
+  std::string path;
   // Create the file if missing and install or migrate the outbox schema
   // (`outboxctl init`). Otherwise the file must already hold the schema; an
   // older schema is migrated forward unless `read_only`.
@@ -716,6 +738,8 @@ class Store {
   bool HasDue(std::string_view topic, std::int64_t now);
   // Rows pending and quarantined.
   std::int64_t QuarantinedCount();
+  // The same per topic, in topic order: (topic, rows).
+  std::vector<std::pair<std::string, std::int64_t>> QuarantinedTopics();
   // PRAGMA data_version: changes when another connection commits.
   std::int64_t DataVersion();
 
@@ -993,6 +1017,13 @@ class Inbox {
   Inbox(const Inbox&) = delete;
   Inbox& operator=(const Inbox&) = delete;
 
+  // Which key: one the sender vouches for. With Standard Webhooks
+  // signatures, the signed `webhook-id` of a single message (refuse a request
+  // whose Idempotency-Key differs from it) and each batch member's `id`; the
+  // unsigned Idempotency-Key only without signatures (docs/receiving.md, "What
+  // to key on"): keyed on it, a signed request replayed under fresh keys
+  // would be applied again.
+  //
   // Records `key` with `now_ms` as its time of receipt, inside the
   // connection's open transaction (begin it with BEGIN IMMEDIATE, so that the
   // INSERT never has to upgrade a stale read snapshot). kNew: apply the

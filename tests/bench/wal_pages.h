@@ -1,0 +1,21 @@
+// Which b-tree each page of a write-ahead log belongs to: for the bytes
+// bench's page listing (bytes_bench --pages), the frames of the last commits
+// in a -wal file, named by SQLite's dbstat table (table or index, and whether
+// the page is a leaf, an interior or an overflow page) or as the file header
+// (page 1), a pointer-map or a free-list page.
+#pragma once
+
+#include <SQLiteCpp/Database.h>
+
+#include <map>
+#include <string>
+
+namespace outbox::bench {
+
+// Frames per commit by what the page is, averaged over the last `commits`
+// commits of `wal_path` (the -wal of `db`, not yet checkpointed). Throws
+// std::runtime_error if the file is not a WAL or holds fewer commits.
+std::map<std::string, double> PagesPerCommit(SQLite::Database& db, const std::string& wal_path,
+                                             int commits);
+
+}  // namespace outbox::bench
