@@ -8,12 +8,11 @@
 
 #include <array>
 #include <cerrno>
-#include <filesystem>
 #include <stdexcept>
 
 #include "outbox/transport.h"
 #include "row_json.h"
-#include "util/unique_fd.h"
+#include "util/safe_file.h"
 
 namespace outbox::agent {
 namespace {
@@ -30,17 +29,39 @@ bool WriteAll(int fd, const char* data, std::size_t left) {
   return true;
 }
 
-// Compresses `from` into `to` (gzip) and fsyncs it.
-void Compress(const std::string& from, const std::string& to) {
-  const auto fail = [&](const std::string& what) {
-    throw std::runtime_error("retention.archive_path: cannot " + what);
-  };
-  util::UniqueFd in(::open(from.c_str(), O_RDONLY | O_CLOEXEC));
-  if (!in.valid()) fail("read " + from);
-  gzFile out = ::gzopen(to.c_str(), "wb");
-  if (out == nullptr) fail("create " + to);
+// Archives are 0640 whatever the umask (docs/operations.md): they hold
+// delivered payloads.
+constexpr mode_t kArchiveMode = 0640;
+
+std::string BaseName(const std::string& path) {
+  const auto slash = path.rfind('/');
+  return slash == std::string::npos ? path : path.substr(slash + 1);
+}
+
+[[noreturn]] void Fail(const std::string& what) {
+  throw std::runtime_error("retention.archive_path: " + what);
+}
+
+// Compresses `from` into a new `to` (gzip, created without following a
+// link) and fsyncs it. Both are names in `dir`.
+void Compress(const util::Directory& dir, const std::string& from, const std::string& to) {
+  util::UniqueFd in;
+  util::UniqueFd out_fd;
+  try {
+    in = dir.OpenRead(from);
+    dir.Remove(to);  // a leftover of a crash (unlink never follows a link)
+    out_fd = dir.Create(to, kArchiveMode);
+  } catch (const std::runtime_error& e) {
+    Fail(e.what());
+  }
+  const int synced = ::dup(out_fd.get());
+  gzFile out = ::gzdopen(out_fd.Release(), "wb");
+  if (out == nullptr) {
+    if (synced >= 0) ::close(synced);
+    Fail("cannot compress into " + dir.path() + "/" + to);
+  }
   std::array<char, 1 << 16> buffer{};
-  bool ok = true;
+  bool ok = synced >= 0;
   for (;;) {
     const ssize_t n = ::read(in.get(), buffer.data(), buffer.size());
     if (n < 0 && errno == EINTR) continue;
@@ -51,14 +72,15 @@ void Compress(const std::string& from, const std::string& to) {
       break;
     }
   }
-  in.reset();
   ok = ::gzclose(out) == Z_OK && ok;
-  const util::UniqueFd synced(::open(to.c_str(), O_RDONLY | O_CLOEXEC));
-  ok = ok && synced.valid() && ::fsync(synced.get()) == 0;
+  ok = ok && ::fsync(synced) == 0;
+  if (synced >= 0) ::close(synced);
   if (!ok) {
-    std::error_code ignored;
-    std::filesystem::remove(to, ignored);
-    fail("compress " + from + " into " + to);
+    try {
+      dir.Remove(to);
+    } catch (const std::runtime_error&) {  // the compression's failure is the news
+    }
+    Fail("cannot compress " + from + " into " + to);
   }
 }
 
@@ -69,24 +91,25 @@ std::string RotatedArchivePath(const std::string& path, int i) {
 }
 
 void ArchiveFile::Rotate() {
-  namespace fs = std::filesystem;
-  std::error_code error;
+  const util::Directory dir = util::Directory::Of(path_);
+  const std::string name = BaseName(path_);
   if (keep_ == 0) {
-    fs::remove(path_, error);
+    dir.Remove(name);
     return;
   }
   // The new .1.gz is complete and synced before anything older moves, so a
-  // crash in between loses nothing (at worst a file exists twice).
-  const std::string fresh = path_ + ".rotating.gz";
-  Compress(path_, fresh);
-  fs::remove(RotatedArchivePath(path_, keep_), error);
+  // crash in between loses nothing (at worst a file exists twice). Renames
+  // replace a planted link; they never write through one.
+  const std::string fresh = name + ".rotating.gz";
+  Compress(dir, name, fresh);
+  dir.Remove(BaseName(RotatedArchivePath(path_, keep_)));
   for (int i = keep_ - 1; i >= 1; --i) {
-    if (fs::exists(RotatedArchivePath(path_, i), error)) {
-      fs::rename(RotatedArchivePath(path_, i), RotatedArchivePath(path_, i + 1));
-    }
+    const std::string older = BaseName(RotatedArchivePath(path_, i));
+    if (dir.Exists(older)) dir.Rename(older, BaseName(RotatedArchivePath(path_, i + 1)));
   }
-  fs::rename(fresh, RotatedArchivePath(path_, 1));
-  fs::remove(path_);
+  dir.Rename(fresh, BaseName(RotatedArchivePath(path_, 1)));
+  dir.Remove(name);
+  dir.Sync();
 }
 
 std::string ArchiveLine(const store::Row& row, const std::string& database_id) {
@@ -94,17 +117,29 @@ std::string ArchiveLine(const store::Row& row, const std::string& database_id) {
 }
 
 void ArchiveFile::Append(const std::vector<store::Row>& rows, const std::string& database_id) {
-  struct stat st {};
-  if (::stat(path_.c_str(), &st) == 0 && st.st_size >= max_bytes_) Rotate();
   std::string text;
   for (const auto& row : rows) {
     text += ArchiveLine(row, database_id);
     text += '\n';
   }
-  const util::UniqueFd fd(::open(path_.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0640));
-  if (!fd.valid()) throw std::runtime_error("retention.archive_path: cannot open " + path_);
-  const bool ok = WriteAll(fd.get(), text.data(), text.size()) && ::fsync(fd.get()) == 0;
-  if (!ok) throw std::runtime_error("retention.archive_path: cannot write " + path_);
+  util::UniqueFd fd;
+  try {
+    const util::Directory dir = util::Directory::Of(path_);
+    fd = dir.OpenAppend(BaseName(path_), kArchiveMode);
+    struct stat st {};
+    if (::fstat(fd.get(), &st) == 0 && st.st_size >= max_bytes_) {
+      fd = util::UniqueFd();
+      Rotate();
+      fd = dir.OpenAppend(BaseName(path_), kArchiveMode);
+    }
+  } catch (const std::runtime_error& e) {
+    const std::string what = e.what();
+    if (what.starts_with("retention.archive_path: ")) throw;
+    Fail(path_ + ": " + what);
+  }
+  if (!WriteAll(fd.get(), text.data(), text.size()) || ::fsync(fd.get()) != 0) {
+    Fail("cannot write " + path_);
+  }
 }
 
 }  // namespace outbox::agent

@@ -1,37 +1,17 @@
 #include "completion.h"
 
-#include <sqlite3.h>
-
 #include "sql_hook.h"
 
 namespace outbox::agent {
-namespace {
-
-// The savepoint's name: no application uses it, so a hook cannot release it
-// by accident.
-constexpr char kBegin[] = "SAVEPOINT outbox_completion";
-constexpr char kRelease[] = "RELEASE outbox_completion";
-constexpr char kRollback[] = "ROLLBACK TO outbox_completion";
-
-void Exec(sqlite3* db, const char* sql) {
-  if (sqlite3_exec(db, sql, nullptr, nullptr, nullptr) != SQLITE_OK) {
-    throw std::runtime_error(std::string(sql) + ": " + sqlite3_errmsg(db));
-  }
-}
-
-}  // namespace
 
 HookRun RunWithHook(sqlite3* db, const std::function<bool()>& change, const CompletionHook& hook,
                     const Completion& completion) {
   HookRun run;
-  Exec(db, kBegin);
+  store::CompletionSavepoint savepoint(db);
   try {
     run.changed = change();
   } catch (...) {
-    if (sqlite3_get_autocommit(db) == 0) {
-      sqlite3_exec(db, kRollback, nullptr, nullptr, nullptr);
-      sqlite3_exec(db, kRelease, nullptr, nullptr, nullptr);
-    }
+    savepoint.Abandon();
     throw;
   }
   if (run.changed && hook) {
@@ -48,16 +28,13 @@ HookRun RunWithHook(sqlite3* db, const std::function<bool()>& change, const Comp
   // Nothing left to roll back to: the hook's statement (RAISE(ROLLBACK), a
   // COMMIT in a library hook) ended the writer's transaction, taking the
   // other messages' changes with it.
-  if (sqlite3_get_autocommit(db) != 0) {
+  if (savepoint.TransactionEnded()) {
     throw TransactionEnded(run.ok ? std::string("the hook ended the transaction") : run.error);
   }
   if (run.ok) {
-    // A library hook that released our savepoint itself leaves nothing to
-    // release; the changes are in the transaction either way.
-    sqlite3_exec(db, kRelease, nullptr, nullptr, nullptr);
+    savepoint.Release();
   } else {
-    Exec(db, kRollback);
-    Exec(db, kRelease);
+    savepoint.RollBack();
   }
   return run;
 }

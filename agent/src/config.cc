@@ -109,6 +109,9 @@ constexpr IntRange kPositive{1, kNoMax};
 constexpr IntRange kNonNegative{0, kNoMax};
 constexpr IntRange kPositiveInt{1, INT_MAX};
 constexpr IntRange Limit(limits::Range range) { return {range.min, range.max}; }
+// Millisecond options: bounded so that no sum or product on them overflows.
+constexpr IntRange kPositiveMs = Limit(limits::kPositiveMs);
+constexpr IntRange kNonNegativeMs = Limit(limits::kNonNegativeMs);
 
 std::string Expectation(const IntRange& range) {
   // A small upper bound is part of what the user must know; INT_MAX and
@@ -309,11 +312,11 @@ void ReadRetry(Section& retry, store::RetryPolicy& policy, std::vector<std::stri
       "strategy",
       {{"fixed", store::Backoff::kFixed}, {"exponential", store::Backoff::kExponential}},
       policy.backoff);
-  const bool first = retry.Read("first_interval_ms", policy.first_interval_ms, kPositive);
-  const bool max = retry.Read("max_interval_ms", policy.max_interval_ms, kPositive);
+  const bool first = retry.Read("first_interval_ms", policy.first_interval_ms, kPositiveMs);
+  const bool max = retry.Read("max_interval_ms", policy.max_interval_ms, kPositiveMs);
   retry.ReadInt("max_attempts", policy.max_attempts, kPositiveInt);
   retry.ReadFraction("jitter", policy.jitter);
-  retry.Read("max_age_ms", policy.max_age_ms, kNonNegative);
+  retry.Read("max_age_ms", policy.max_age_ms, kNonNegativeMs);
   retry.WarnUnknown();
   Reconcile(retry, "first_interval_ms", policy.first_interval_ms, first, "max_interval_ms",
             policy.max_interval_ms, max, adjustments);
@@ -336,8 +339,8 @@ void ReadOrdering(Section& section, store::TopicOrdering& ordering) {
 void ReadBreaker(Section& section, BreakerOptions& breaker,
                  std::vector<std::string>& adjustments) {
   section.ReadInt("failure_threshold", breaker.failure_threshold, Limit(limits::kFailureThreshold));
-  const bool open = section.Read("open_ms", breaker.open_ms, kPositive);
-  const bool max_open = section.Read("max_open_ms", breaker.max_open_ms, kPositive);
+  const bool open = section.Read("open_ms", breaker.open_ms, kPositiveMs);
+  const bool max_open = section.Read("max_open_ms", breaker.max_open_ms, kPositiveMs);
   section.WarnUnknown();
   Reconcile(section, "open_ms", breaker.open_ms, open, "max_open_ms", breaker.max_open_ms,
             max_open, adjustments);
@@ -424,6 +427,27 @@ void ReadAmqp(Section& section, transport::AmqpOptions& amqp) {
   section.Read("queue", amqp.queue);
   section.ReadInt("heartbeat_s", amqp.heartbeat_s, IntRange{0, 65535});
   section.WarnUnknown();
+}
+
+// Every "file:PATH" string of the document (only secret references start
+// so), for the daemon to judge who may read those files. Iterative: the
+// document's depth is the user's.
+std::vector<std::string> SecretFiles(const Value& document) {
+  std::vector<std::string> files;
+  std::vector<const Value*> stack{&document};
+  while (!stack.empty()) {
+    const Value& value = *stack.back();
+    stack.pop_back();
+    if (value.IsString()) {
+      const std::string_view text(value.GetString(), value.GetStringLength());
+      if (text.starts_with("file:")) files.emplace_back(text.substr(5));
+    } else if (value.IsObject()) {
+      for (const auto& member : value.GetObject()) stack.push_back(&member.value);
+    } else if (value.IsArray()) {
+      for (const auto& item : value.GetArray()) stack.push_back(&item);
+    }
+  }
+  return files;
 }
 
 // Header values may be secret references, resolved here. Returns the header
@@ -527,6 +551,30 @@ void ReadUrlsByVersion(Section& section, std::map<std::string, std::string, std:
   });
 }
 
+// A credential or signing secret for a URL without TLS crosses the network
+// readable (and a signed body replayable): one warning per topic. Loopback
+// hosts are exempt: the traffic never leaves the machine.
+void WarnPlaintextCredentials(Section& topic, const transport::EndpointOptions& e) {
+  const std::string& url = e.url;
+  const std::size_t scheme_end = url.find("://");
+  if (scheme_end == std::string::npos) return;
+  const std::string scheme = url.substr(0, scheme_end);
+  if (scheme != "http" && scheme != "nats" && scheme != "mqtt") return;
+  const std::size_t host_end = url.find_first_of("/?#", scheme_end + 3);
+  std::string authority = url.substr(scheme_end + 3, host_end - scheme_end - 3);
+  for (const char* loopback : {"127.0.0.1", "localhost", "[::1]"}) {
+    if (authority == loopback || authority.starts_with(std::string(loopback) + ":")) return;
+  }
+  bool credential = !e.signing_secrets.empty() || !e.nats.password.empty() ||
+                    !e.nats.token.empty() || !e.nats.nkey_seed.empty() ||
+                    !e.nats.credentials.empty() || !e.mqtt.password.empty();
+  for (const auto& [name, value] : e.headers) credential = credential || IsCredentialHeader(name);
+  if (!credential) return;
+  topic.warnings().push_back(topic.PathOf("url") + ": credentials or a signing secret go over " +
+                             scheme + "://, unencrypted; use " +
+                             (scheme == "http" ? "https://" : scheme == "nats" ? "tls://" : "mqtts://"));
+}
+
 // A topic as read, before its timeout is fitted to the lease.
 struct ReadTopicResult {
   TopicOptions options;
@@ -540,12 +588,17 @@ ReadTopicResult ReadTopic(Section& topic, std::vector<std::string>& adjustments)
   TopicOptions& result = read.options;
   transport::EndpointOptions& endpoint = result.endpoint;
   if (!topic.Read("url", endpoint.url)) Fail(topic.PathOf("url"), "required key is missing");
+  if (IsSecretReference(endpoint.url)) {
+    // A webhook whose path is its credential: shown as scheme://host:port.
+    endpoint.url = transport::ResolveSecret(endpoint.url, topic.PathOf("url"));
+    result.url_is_secret = true;
+  }
   topic.ReadInt("workers", result.workers, Limit(limits::kWorkers));
   topic.ReadInt("queue_capacity", result.queue_capacity, Limit(limits::kQueueCapacity));
   topic.ReadInt("queue_bytes", result.queue_bytes, Limit(limits::kQueueBytes));
   topic.ReadInt("priority", result.priority, Limit(limits::kPriority));
-  read.timeout_written = topic.Read("timeout_ms", endpoint.timeout_ms, kPositive);
-  topic.Read("connect_timeout_ms", endpoint.connect_timeout_ms, kPositive);
+  read.timeout_written = topic.Read("timeout_ms", endpoint.timeout_ms, kPositiveMs);
+  topic.Read("connect_timeout_ms", endpoint.connect_timeout_ms, kPositiveMs);
   topic.Read("content_type", endpoint.content_type);
   topic.ReadChoice<transport::CloudEventsMode>(
       "cloudevents",
@@ -555,7 +608,7 @@ ReadTopicResult ReadTopic(Section& topic, std::vector<std::string>& adjustments)
       endpoint.cloudevents);
   topic.Read("ce_source", endpoint.ce_source);
   topic.Read("dataschema", endpoint.dataschema);
-  topic.Read("max_retry_after_ms", endpoint.max_retry_after_ms, kNonNegative);
+  topic.Read("max_retry_after_ms", endpoint.max_retry_after_ms, kNonNegativeMs);
   topic.ReadChoice<transport::Compression>(
       "compression",
       {{"none", transport::Compression::kNone}, {"gzip", transport::Compression::kGzip}},
@@ -576,7 +629,7 @@ ReadTopicResult ReadTopic(Section& topic, std::vector<std::string>& adjustments)
   if (auto amqp = topic.Object("amqp")) ReadAmqp(*amqp, endpoint.amqp);
   if (auto retry = topic.Object("retry")) ReadRetry(*retry, result.retry, adjustments);
   if (auto breaker = topic.Object("breaker")) ReadBreaker(*breaker, result.breaker, adjustments);
-  topic.Read("ttl_ms", result.ttl_ms, kNonNegative);
+  topic.Read("ttl_ms", result.ttl_ms, kNonNegativeMs);
   // Checked against the database at start-up and by --check-config.
   for (const auto& [key, sql] : {std::pair{"on_delivered", &result.hooks.on_delivered_sql},
                                  std::pair{"on_dead", &result.hooks.on_dead_sql}}) {
@@ -587,6 +640,7 @@ ReadTopicResult ReadTopic(Section& topic, std::vector<std::string>& adjustments)
   if (auto ordering = topic.Object("ordering")) ReadOrdering(*ordering, result.ordering);
   if (auto rate = topic.Object("rate_limit")) ReadRateLimit(*rate, result.rate_limit);
   topic.WarnUnknown();
+  WarnPlaintextCredentials(topic, endpoint);
   const Value* secrets = topic.Find("signing_secret");
   read.secrets_as_array = secrets != nullptr && secrets->IsArray();
   return read;
@@ -679,8 +733,8 @@ void ReadTopics(Section& root, Options& options, bool lease_written,
 }
 
 void ReadRetention(Section& section, RetentionOptions& retention) {
-  section.Read("delivered_ms", retention.delivered_ms, kNonNegative);
-  section.Read("interval_ms", retention.interval_ms, kPositive);
+  section.Read("delivered_ms", retention.delivered_ms, kNonNegativeMs);
+  section.Read("interval_ms", retention.interval_ms, kPositiveMs);
   section.Read("archive_max_bytes", retention.archive_max_bytes, kPositive);
   section.ReadInt("archive_keep", retention.archive_keep, Limit(limits::kArchiveKeep));
   if (section.Read("archive_path", retention.archive_path) && !retention.archive_path.empty()) {
@@ -790,9 +844,9 @@ Config ParseConfig(std::string_view json) {
   Config config;
   Options& options = config.options;
   Section root(document, "", config.warnings);
-  root.Read("sweep_interval_ms", options.sweep_interval_ms, kPositive);
+  root.Read("sweep_interval_ms", options.sweep_interval_ms, kPositiveMs);
   // Read before the topics: their timeouts are checked against it.
-  const bool lease_written = root.Read("lease_timeout_ms", options.lease_timeout_ms, kPositive);
+  const bool lease_written = root.Read("lease_timeout_ms", options.lease_timeout_ms, kPositiveMs);
   root.ReadInt("claim_batch", options.claim_batch, Limit(limits::kClaimBatch));
   root.ReadInt("crash_budget", options.crash_budget, Limit(limits::kCrashBudget));
   root.Read("watch_poll_ms", options.watch_poll_ms, Limit(limits::kWatchPollMs));
@@ -828,6 +882,7 @@ Config ParseConfig(std::string_view json) {
   if (auto admin = root.Object("admin")) ReadAdmin(*admin, config.admin);
   ReadTopics(root, options, lease_written, config.adjustments);
   root.WarnUnknown();
+  config.secret_files = SecretFiles(document);
   return config;
 }
 

@@ -8,6 +8,7 @@
 #include <string_view>
 
 #include "outbox/agent.h"
+#include "route_table.h"
 
 namespace outbox::agent {
 namespace {
@@ -77,8 +78,9 @@ std::string_view CloudEventsName(transport::CloudEventsMode mode) {
   return "none";
 }
 
-void WriteEndpoint(Writer& w, const transport::EndpointOptions& e) {
-  String(w, "url", RedactUrl(e.url));
+// `url` as it may be shown (TopicOptions::url_is_secret: scheme://host:port).
+void WriteEndpoint(Writer& w, const transport::EndpointOptions& e, const std::string& url) {
+  String(w, "url", url);
   Int(w, "timeout_ms", e.timeout_ms);
   Int(w, "connect_timeout_ms", e.connect_timeout_ms);
   String(w, "content_type", e.content_type);
@@ -182,7 +184,9 @@ void WriteTopicExtras(Writer& w, const TopicOptions& topic) {
 
 void WriteTopic(Writer& w, const TopicOptions& topic) {
   w.StartObject();
-  WriteEndpoint(w, topic.endpoint);
+  WriteEndpoint(w, topic.endpoint,
+                topic.url_is_secret ? EndpointLabel(topic) + "/" + std::string(kRedacted)
+                                    : RedactUrl(topic.endpoint.url));
   Int(w, "workers", topic.workers);
   Int(w, "queue_capacity", topic.queue_capacity);
   Int(w, "queue_bytes", topic.queue_bytes);

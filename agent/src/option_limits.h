@@ -32,4 +32,11 @@ inline constexpr Range kPriority{-1000, 1000};
 // Smallest HTTP body gzip-compressed, bytes (0 = every body).
 inline constexpr Range kCompressMinBytes{0, 64 * 1024 * 1024};
 
+// Every millisecond option of the config file: at most ten years (365.25
+// days each), so that now + value, twice a value and the retry schedule's
+// steps stay far inside int64 (9.2e18) whatever the file says.
+inline constexpr std::int64_t kMaxMs = 315'576'000'000;
+inline constexpr Range kPositiveMs{1, kMaxMs};
+inline constexpr Range kNonNegativeMs{0, kMaxMs};
+
 }  // namespace outbox::agent::limits

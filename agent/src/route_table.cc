@@ -6,6 +6,17 @@
 
 namespace outbox::agent {
 
+std::string EndpointLabel(const TopicOptions& topic) {
+  const std::string& url = topic.endpoint.url;
+  if (!topic.url_is_secret) return url.substr(0, url.find('?'));
+  // The URL was validated (an absolute URL without credentials): the
+  // authority ends at the first '/', '?' or '#' after "://".
+  const std::size_t scheme = url.find("://");
+  if (scheme == std::string::npos) return "<redacted>";
+  const std::size_t end = url.find_first_of("/?#", scheme + 3);
+  return url.substr(0, end);
+}
+
 void RouteTable::Build(
     const std::map<std::string, TopicOptions, std::less<>>& configured,
     const std::map<std::string, std::shared_ptr<Handler>, std::less<>>& handlers) {
@@ -38,7 +49,7 @@ void RouteTable::Build(
         throw std::invalid_argument("topics.\"" + name + "\"." + e.what());
       }
       route->sink = transport::SinkKindName(transport::SinkKindOf(topic.endpoint.url));
-      endpoint = topic.endpoint.url.substr(0, topic.endpoint.url.find('?'));
+      endpoint = EndpointLabel(topic);
     }
     route->breaker = BreakerFor(endpoint, topic);
     route->bucket = SharedBucket(name, topic.rate_limit);

@@ -19,6 +19,11 @@
 
 namespace outbox::agent {
 
+// How a topic's endpoint is named in metrics labels, logs and --print: its
+// URL without the query, or only scheme://host:port when the URL is a
+// secret (TopicOptions::url_is_secret).
+std::string EndpointLabel(const TopicOptions& topic);
+
 struct Route {
   std::string name;  // the config key: a topic or "*"
   // The kind of sink, for metric labels: "http", "nats", "mqtt", or

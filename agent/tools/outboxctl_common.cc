@@ -1,7 +1,9 @@
 #include "outboxctl_common.h"
 
+#include <pwd.h>
 #include <unistd.h>
 
+#include <array>
 #include <climits>
 #include <cstdio>
 #include <cstdlib>
@@ -35,10 +37,25 @@ store::Store Open(const Context& context, OpenMode mode) {
 }
 
 store::Actor CurrentActor() {
+  // The real uid decides who acted: SUDO_USER and USER are whatever the
+  // caller exported. sudo's SUDO_USER is kept beside the name, marked as
+  // the claim it is.
   store::Actor actor;
-  const char* user = std::getenv("SUDO_USER");
-  if (user == nullptr || *user == '\0') user = std::getenv("USER");
-  actor.user = user != nullptr && *user != '\0' ? user : "uid " + std::to_string(::getuid());
+  const uid_t uid = ::getuid();
+  passwd entry{};
+  passwd* found = nullptr;
+  std::array<char, 4096> buffer{};
+  actor.user = ::getpwuid_r(uid, &entry, buffer.data(), buffer.size(), &found) == 0 && found
+                   ? std::string(found->pw_name)
+                   : "uid " + std::to_string(uid);
+  if (const char* sudo = std::getenv("SUDO_USER"); sudo != nullptr && *sudo != '\0') {
+    // Bounded and printable: the variable is the caller's to choose.
+    std::string claimed = util::ToValidUtf8(std::string_view(sudo).substr(0, 64));
+    for (char& c : claimed) {
+      if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f) c = '?';
+    }
+    actor.user += " (SUDO_USER=" + claimed + ")";
+  }
   char host[HOST_NAME_MAX + 1] = {};
   actor.host = ::gethostname(host, sizeof host - 1) == 0 ? host : "unknown";
   return actor;

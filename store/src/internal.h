@@ -5,6 +5,8 @@
 #include <SQLiteCpp/Exception.h>
 #include <SQLiteCpp/Statement.h>
 
+#include <sys/types.h>
+
 #include <cstdint>
 #include <functional>
 #include <string>
@@ -50,6 +52,11 @@ class StatementUse {
 // A row from a statement that selects OUTBOX_ROW_COLUMNS (store.cc).
 Row ReadRowColumns(SQLite::Statement& q);
 
+// Every connection the agent and outboxctl open: SQLITE_DBCONFIG_DEFENSIVE
+// on, fts3_tokenizer's pointer form and load_extension off. Defined in
+// hook_sql.cc; throws StoreError.
+void HardenConnection(sqlite3* db);
+
 // Schema: checks, creates or migrates. Defined in schema.cc.
 struct SchemaState {
   int version = 0;          // 0: no outbox schema
@@ -66,5 +73,10 @@ SchemaState EnsureSchema(SQLite::Database& db, bool fresh_file,
 // temporary name, so that a kill leaves no half copy under that name).
 // Outside any transaction. Throws StoreError.
 void BackUpBeforeMigration(SQLite::Database& db, const std::string& path, int version);
+// The mode of a file the store makes for the database at `path` (a new
+// database, a backup): an existing database's mode without any access for
+// others; for a new one 0660 in a setgid directory (the shared-group layout)
+// and 0640 elsewhere, whatever the umask.
+mode_t NewFileMode(const std::string& path);
 
 }  // namespace outbox::store::internal

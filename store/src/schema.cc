@@ -4,6 +4,7 @@
 // and keep our version in our own table, outbox_meta.
 #include <SQLiteCpp/Transaction.h>
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -15,6 +16,7 @@
 #include <string>
 
 #include "internal.h"
+#include "util/safe_file.h"
 #include "sql.h"
 
 namespace outbox::store::internal {
@@ -141,38 +143,49 @@ SchemaState EnsureSchema(SQLite::Database& db, bool fresh_file,
 
 void BackUpBeforeMigration(SQLite::Database& db, const std::string& path, int version) {
   const std::string target = path + ".bak-schema" + std::to_string(version);
-  // Per process: two agents opening the file at once must not write one copy.
-  const std::string temporary = target + ".tmp-" + std::to_string(::getpid());
-  std::error_code ignored;
-  std::filesystem::remove(temporary, ignored);
-  {
-    // A consistent snapshot, the -wal file's commits included.
-    SQLite::Statement q(db, "VACUUM INTO ?");
-    q.bind(1, temporary);
-    q.exec();
-  }
   const auto fail = [&](const std::string& what) {
-    std::filesystem::remove(temporary, ignored);
     throw StoreError(path + ": backup before the schema migration: " + what +
                          " (free space, or turn the backup off with Options::backup_before_migration)",
                      0);
   };
-  const int fd = ::open(temporary.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0 || ::fsync(fd) != 0) {
-    if (fd >= 0) ::close(fd);
-    fail("cannot sync " + temporary + ": " + std::strerror(errno));
+  // Per process: two agents opening the file at once must not write one copy.
+  const std::string temporary = target + ".tmp-" + std::to_string(::getpid());
+  const std::string name = temporary.substr(temporary.rfind('/') + 1);
+  try {
+    // Made by us, without following a link, with the database's group
+    // access and none for others whatever the umask; SQLite then fills the
+    // empty file.
+    const util::Directory dir = util::Directory::Of(temporary);
+    dir.Remove(name);
+    dir.Create(name, NewFileMode(path));
+    {
+      // A consistent snapshot, the -wal file's commits included.
+      SQLite::Statement q(db, "VACUUM INTO ?");
+      q.bind(1, temporary);
+      q.exec();
+    }
+    const util::UniqueFd fd = dir.OpenRead(name);
+    if (::fsync(fd.get()) != 0) fail("cannot sync " + temporary + ": " + std::strerror(errno));
+    dir.Rename(name, target.substr(target.rfind('/') + 1));
+    dir.Sync();  // the rename is durable with its directory
+  } catch (const std::runtime_error& e) {
+    if (dynamic_cast<const StoreError*>(&e) != nullptr) throw;
+    std::error_code ignored;
+    std::filesystem::remove(temporary, ignored);
+    fail(e.what());
   }
-  ::close(fd);
-  std::error_code error;
-  std::filesystem::rename(temporary, target, error);
-  if (error) fail("cannot rename " + temporary + " to " + target + ": " + error.message());
-  // The rename is durable with its directory.
-  const std::filesystem::path parent = std::filesystem::path(target).parent_path();
-  const int dir = ::open(parent.empty() ? "." : parent.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (dir >= 0) {
-    ::fsync(dir);
-    ::close(dir);
+}
+
+mode_t NewFileMode(const std::string& path) {
+  struct stat st {};
+  if (::stat(path.c_str(), &st) == 0) return static_cast<mode_t>(st.st_mode & 0660);
+  // A new database: group-writable in a setgid directory (the shared-group
+  // layout of docs/operations.md), else readable by its group only.
+  const std::string dir = path.rfind('/') == std::string::npos ? "." : path.substr(0, path.rfind('/'));
+  if (::stat(dir.empty() ? "/" : dir.c_str(), &st) == 0 && (st.st_mode & S_ISGID) != 0) {
+    return 0660;
   }
+  return 0640;
 }
 
 }  // namespace outbox::store::internal

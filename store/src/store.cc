@@ -13,6 +13,7 @@
 #include <SQLiteCpp/Transaction.h>
 
 #include "internal.h"
+#include "util/safe_file.h"
 #include "sql.h"
 
 namespace outbox::store {
@@ -275,15 +276,44 @@ void CheckOpenOptions(const Options& options, bool memory) {
   }
 }
 
+// A database the store creates is made here first, so that it never
+// follows a link planted in its place and gets the documented mode whatever
+// the umask (SQLite gives the -wal and -shm files the database's mode).
+void CreateDatabaseFile(const std::string& path) {
+  std::error_code error;
+  const auto link = std::filesystem::symlink_status(path, error);
+  if (std::filesystem::is_symlink(link) && !std::filesystem::exists(path, error)) {
+    throw StoreError(path + ": a symbolic link to a missing file; refusing to create a database"
+                            " through it",
+                     SQLITE_CANTOPEN);
+  }
+  if (std::filesystem::exists(link)) return;
+  try {
+    const util::Directory dir = util::Directory::Of(path);
+    dir.Create(path.substr(path.rfind('/') + 1), internal::NewFileMode(path));
+  } catch (const std::runtime_error& e) {
+    // Another process made it meanwhile: SQLite opens theirs.
+    if (!std::filesystem::exists(std::filesystem::symlink_status(path, error))) {
+      throw StoreError(e.what(), SQLITE_CANTOPEN);
+    }
+  }
+}
+
 std::unique_ptr<SQLite::Database> OpenConnection(const Options& options, bool memory) {
+  // A "file:" URI is SQLite's to interpret.
+  if (options.create && !memory && !options.path.starts_with("file:")) {
+    CreateDatabaseFile(options.path);
+  }
   int flags = options.read_only ? SQLite::OPEN_READONLY : SQLite::OPEN_READWRITE;
   if (options.create) flags |= SQLite::OPEN_CREATE;
   const bool shared = IsSharedMemoryPath(options.path);
   if (memory && !shared) flags |= SQLite::OPEN_MEMORY;
   if (shared) flags |= SQLITE_OPEN_URI;
   flags |= SQLITE_OPEN_NOMUTEX;  // one thread per connection by contract
-  return std::make_unique<SQLite::Database>(memory && !shared ? ":memory:" : options.path, flags,
-                                            options.busy_timeout_ms);
+  auto db = std::make_unique<SQLite::Database>(memory && !shared ? ":memory:" : options.path,
+                                               flags, options.busy_timeout_ms);
+  internal::HardenConnection(db->getHandle());
+  return db;
 }
 
 // Refuses what this build cannot open as it stands; says why in one line.

@@ -357,7 +357,10 @@ TEST(ParseConfig, BrokerSinksTakeTheirCredentialsFromSecretReferences) {
   EXPECT_EQ(mqtt.mqtt.protocol_version, 4);
   EXPECT_EQ(mqtt.mqtt.keepalive_s, 60);
   EXPECT_EQ(mqtt.mqtt.client_id, "dev-7");
-  EXPECT_TRUE(config.warnings.empty());
+  // No inline secret; the password over plaintext mqtt:// is the one warning.
+  EXPECT_EQ(config.warnings,
+            std::vector<std::string>{R"(topics."m".url: credentials or a signing secret go over )"
+                                     "mqtt://, unencrypted; use mqtts://"});
 }
 
 TEST(ParseConfig, ReadsUrlsBySchemaVersion) {

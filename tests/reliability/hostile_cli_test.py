@@ -116,7 +116,7 @@ MALFORMED_CONFIGS = [
 # (name, outboxctl arguments after --db DB, what the one line must contain)
 BAD_OUTBOXCTL_FLAGS = [
     ("no subcommand", [], "subcommand"),
-    ("unknown subcommand", ["frobnicate"], "subcommand"),
+    ("unknown subcommand", ["frobnicate"], "unknown command 'frobnicate'"),
     ("unknown flag", ["stats", "--bogus"], "--bogus"),
     ("list --status bogus", ["list", "--status", "bogus"], "--status"),
     ("list --limit 0", ["list", "--limit", "0"], "--limit"),
@@ -317,6 +317,7 @@ class OutboxdSecretsTest(CliTestCase):
         secret_file = os.path.join(self.dir, "signing")
         with open(secret_file, "w") as f:
             f.write(self.SIGNING + "\n")
+        os.chmod(secret_file, 0o600)  # a secret others can read is refused
         url = f"http://127.0.0.1:{server.server_address[1]}/events"
         self.write_config(json.dumps({
             "sweep_interval_ms": 50,

@@ -115,23 +115,8 @@ class Handler {
 // Bytes of the receiver's answer a hook sees.
 inline constexpr std::size_t kMaxResponseBytes = 64 * 1024;
 
-// What a hook sees. Views are valid during the call only.
-struct Completion {
-  std::int64_t id = 0;
-  std::string_view topic;
-  std::string_view key;
-  std::string_view payload;
-  std::string_view headers_json;  // the row's headers column; "" if none
-  int attempts = 0;               // the row's attempts column
-  // The receiver's answer: HTTP status (0 when none, e.g. a retried
-  // completion or another sink) and the start of its body, UTF-8 (invalid
-  // bytes replaced).
-  int status_code = 0;
-  std::string_view response;
-  std::string_view last_error;   // on_dead: why the message is dead
-  std::string_view dead_reason;  // on_dead: permanent, attempts, age, expired, crash
-  std::int64_t now_ms = 0;
-};
+// What a hook sees (the store's type). Views are valid during the call only.
+using Completion = store::Completion;
 
 // Runs on the agent's writer thread, on the writer's connection, inside the
 // transaction that changes the row's status and under a SAVEPOINT of its own.
@@ -153,9 +138,10 @@ struct CompletionHooks {
   CompletionHook on_dead;
   // The sidecar's form: one INSERT, UPDATE, DELETE or REPLACE statement with
   // the named parameters :id :topic :key :payload :headers :attempts
-  // :status_code :response :last_error :dead_reason :now. Checked (prepared
-  // under an authorizer) when the agent starts; used when the function of
-  // the same name is empty.
+  // :status_code :response :last_error :dead_reason :now, calling only the
+  // functions of store::HookFunctions() (also in the triggers it fires).
+  // Checked (prepared under an authorizer) when the agent starts; used when
+  // the function of the same name is empty.
   std::string on_delivered_sql;
   std::string on_dead_sql;
 };
@@ -166,7 +152,8 @@ struct CompletionHooks {
 // std::invalid_argument naming the key (`topics."t".on_delivered: ...`) for a
 // syntax error, a missing table or column, more than one statement, a
 // statement that is not one INSERT/UPDATE/DELETE/REPLACE, anything the
-// authorizer refuses, or an unknown parameter; store errors for a database
+// authorizer refuses (naming it: a function outside store::HookFunctions(),
+// a PRAGMA, ...), or an unknown parameter; store errors for a database
 // that cannot be opened.
 struct Options;
 bool CheckHookSql(const Options& options);
@@ -194,6 +181,10 @@ struct TopicOptions {
   // The HTTP endpoint: URL, timeouts, headers, TLS, CloudEvents, signing,
   // batching. Ignored when a handler is registered for the topic.
   transport::EndpointOptions endpoint;
+  // The URL is a secret (it came from "env:"/"file:", e.g. a webhook whose
+  // path is the credential): the endpoint label, logs and --print show only
+  // its scheme, host and port.
+  bool url_is_secret = false;
   // Messages whose schema_version has an entry go to that URL instead of
   // endpoint.url, with every other endpoint option the same (one sink per
   // distinct URL, made at start). A batch is sent as one request per target
@@ -522,6 +513,9 @@ struct Config {
   // `topics."*".timeout_ms: 1000 (default 5000 lowered to half of
   // lease_timeout_ms)`. For `outboxd --check-config` to show.
   std::vector<std::string> adjustments;
+  // The files that "file:PATH" secrets were read from, for the daemon to
+  // refuse ones every user may read.
+  std::vector<std::string> secret_files;
 };
 
 // Parses and validates the JSON config. Throws std::invalid_argument with one

@@ -1023,6 +1023,84 @@ class Operator {
 };
 
 // ---------------------------------------------------------------------------
+// Completion hooks' SQL (the sidecar's on_delivered / on_dead statements) and
+// the savepoint each completion runs under. The statements come from a config
+// file, so they run in a closed room: an authorizer allows reading, one
+// INSERT/UPDATE/DELETE/REPLACE and the functions of kHookFunctions only, also
+// inside the triggers the statement fires. Every Store connection (and the
+// read-only one that checks hooks) has SQLITE_DBCONFIG_DEFENSIVE on and
+// SQLITE_DBCONFIG_ENABLE_FTS3_TOKENIZER off (docs/reliability.md, "Threat
+// model").
+
+// What a hook sees. Views are valid during the call only.
+struct Completion {
+  std::int64_t id = 0;
+  std::string_view topic;
+  std::string_view key;
+  std::string_view payload;
+  std::string_view headers_json;  // the row's headers column; "" if none
+  int attempts = 0;               // the row's attempts column
+  // The receiver's answer: HTTP status (0 when none, e.g. a retried
+  // completion or another sink) and the start of its body, UTF-8 (invalid
+  // bytes replaced).
+  int status_code = 0;
+  std::string_view response;
+  std::string_view last_error;   // on_dead: why the message is dead
+  std::string_view dead_reason;  // on_dead: permanent, attempts, age, expired, crash
+  std::int64_t now_ms = 0;
+};
+
+// The SQL functions a hook statement (and any trigger it fires) may call:
+// core scalar, aggregate, window, date and JSON functions. Not
+// load_extension, fts3_tokenizer, readfile/writefile, sqlite_* or any
+// function an extension adds.
+std::span<const std::string_view> HookFunctions();
+
+// Prepares `sql` on `connection` under the hook authorizer and checks that it
+// is exactly one statement that writes and that every parameter is one of
+// :id :topic :key :payload :headers :attempts :status_code :response
+// :last_error :dead_reason :now. Changes nothing. Throws
+// std::invalid_argument with the reason (a refused function is named:
+// "function fts3_tokenizer is not allowed in a hook"); the caller prefixes
+// the config key.
+void CheckHookSql(sqlite3* connection, std::string_view sql);
+
+// Prepares `sql` the same way (a schema change since the check is caught
+// again), binds `completion` and steps it to the end. Throws
+// std::runtime_error carrying the reason or SQLite's message.
+void RunHookSql(sqlite3* connection, std::string_view sql, const Completion& completion);
+
+// --check-config's form: opens `db_path` read-only with the settings of every
+// Store connection and checks each (key, sql) with CheckHookSql. Returns
+// false, checking nothing, when the file does not exist. Throws
+// std::invalid_argument "<key>: <reason>" for the first refused statement,
+// StoreError when the file cannot be opened.
+bool CheckHookSqlInFile(const std::string& db_path,
+                        std::span<const std::pair<std::string, std::string>> key_and_sql);
+
+// The savepoint a completion and its hook share, on the agent's writer
+// connection inside its write transaction. Not thread-safe.
+class CompletionSavepoint {
+ public:
+  // SAVEPOINT; throws StoreError.
+  explicit CompletionSavepoint(sqlite3* connection);
+  CompletionSavepoint(const CompletionSavepoint&) = delete;
+  CompletionSavepoint& operator=(const CompletionSavepoint&) = delete;
+  // True when a statement since (RAISE(ROLLBACK), a COMMIT in a library
+  // hook) ended the enclosing transaction: nothing is left to roll back to.
+  bool TransactionEnded() const;
+  // Keeps the changes (nothing to do when a hook released the savepoint).
+  void Release() noexcept;
+  // Undoes everything since the savepoint and releases it; throws StoreError.
+  void RollBack();
+  // After a failure: rolls back and releases if a transaction is still open.
+  void Abandon() noexcept;
+
+ private:
+  sqlite3* connection_;
+};
+
+// ---------------------------------------------------------------------------
 // The receiving side (docs/receiving.md): delivery is at-least-once, so a
 // receiver applies a message and records its Idempotency-Key in ONE
 // transaction of its own. The key's PRIMARY KEY decides whether it is new

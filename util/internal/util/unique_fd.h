@@ -24,6 +24,9 @@ class UniqueFd {
 
   int get() const { return fd_; }
   bool valid() const { return fd_ >= 0; }
+  explicit operator bool() const { return valid(); }
+  // Gives the descriptor up to the caller (-1 when none).
+  int Release() noexcept { return std::exchange(fd_, -1); }
   // Closes the descriptor held (errors ignored: nothing is left to do about
   // them on this path) and takes `fd`.
   void reset(int fd = -1) {
