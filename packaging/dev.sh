@@ -376,9 +376,8 @@ cross_run() {
   # Tests left out under emulation, each with its reason (printed).
   local emulation_skips=(
     "OrderingAgentTest.HotKeysSentInRunsKeepTheirOrderWithTwoAgentsAndFailures|a load test (1 200 ordered messages, two agents, 5 % failures): did not finish in 15 min under qemu-user; runs natively"
-    "AgentDeliveryTest.TwoAgentsOnOneFileNeverSendAMessageTwice|two agents racing on one file: fails under qemu-user, not yet explained; runs natively and under TSan"
+    "AgentDeliveryTest.TwoAgentsOnOneFileNeverSendAMessageTwice|two agents racing on one file deliver fewer than the 200 in 100 s under qemu-user (not yet explained: slowness or a lease bug seen only there); runs natively and under TSan"
     "RateLimitTest.TwoAgentsOfOneProcessShareTheTopicsLimit|judges a rate over wall time, which emulation stretches; runs natively"
-    "EndpointTlsTest.RefusesAnUnknownCertificateByDefault|fails under qemu-user, not yet explained; runs natively"
   )
   local skip_regex="" entry
   for entry in "${emulation_skips[@]}"; do
