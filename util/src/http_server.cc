@@ -102,7 +102,7 @@ struct Server::Impl {
   void Run();
   void Serve(const std::vector<pollfd>& polled, Clock::time_point now);
   void Accept(Clock::time_point now);
-  void EvictOne();
+  void EvictOne(Clock::time_point now);
 };
 
 Server::Server(const ListenOn& where, std::vector<Route> routes, ServerOptions options,
@@ -224,7 +224,7 @@ void Server::Impl::Accept(Clock::time_point now) {
       }
       return;
     }
-    if (connections.size() >= cap) EvictOne();
+    if (connections.size() >= cap) EvictOne(now);
     std::optional<PeerCredentials> peer;
     if (unix_socket) peer = PeerOf(fd);
     connections.push_back(
@@ -233,8 +233,18 @@ void Server::Impl::Accept(Clock::time_point now) {
 }
 
 // The longest-idle or oldest incomplete connection; one writing a response
-// only when all are.
-void Server::Impl::EvictOne() {
+// only when all are. Each candidate first reads what is waiting for it: a
+// request that has arrived in full is answered, never pushed out, however
+// fast others connect (a /healthz probe sends its request right after its
+// connect, possibly just after this round's poll).
+void Server::Impl::EvictOne(Clock::time_point now) {
+  std::vector<std::unique_ptr<Connection>> kept;
+  kept.reserve(connections.size());
+  for (auto& connection : connections) {
+    if (connection->writing() || connection->OnReadable(now)) kept.push_back(std::move(connection));
+  }
+  connections = std::move(kept);
+  if (connections.size() < context.options.max_connections) return;  // a peer had closed
   const auto victim =
       std::min_element(connections.begin(), connections.end(), [](const auto& a, const auto& b) {
         if (a->writing() != b->writing()) return !a->writing();
