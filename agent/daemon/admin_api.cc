@@ -93,7 +93,8 @@ store::MessageQuery ToQuery(const Params& params, std::initializer_list<const ch
   static constexpr const char* kFields[] = {
       "status",       "topic",        "key",         "key_prefix", "created_from",
       "created_until", "updated_from", "updated_until", "dead_reason", "error"};
-  for (const auto& [name, value] : params) {
+  for (const auto& entry : params) {
+    const std::string& name = entry.first;  // a structured binding cannot be captured (C++20)
     bool known = std::find_if(std::begin(kFields), std::end(kFields),
                               [&](const char* f) { return name == f; }) != std::end(kFields);
     for (const char* extra : also) known = known || name == extra;
@@ -248,9 +249,12 @@ BulkBody ParseBulkBody(const std::string& body) {
   if (doc.HasParseError() || !doc.IsObject()) {
     throw std::invalid_argument("body: expected a JSON object");
   }
+  // Read through a const reference: C++20 finds rapidjson's non-const
+  // iterator comparison ambiguous.
+  const rapidjson::Value& root = doc;
   BulkBody out;
   Params filter;
-  if (auto it = doc.FindMember("filter"); it != doc.MemberEnd()) {
+  if (auto it = root.FindMember("filter"); it != root.MemberEnd()) {
     if (!it->value.IsObject()) throw std::invalid_argument("filter: expected an object");
     for (const auto& member : it->value.GetObject()) {
       const std::string name(member.name.GetString(), member.name.GetStringLength());
@@ -265,14 +269,14 @@ BulkBody ParseBulkBody(const std::string& body) {
   }
   out.query = ToQuery(filter, {});
   const auto count = [&](const char* name) -> std::optional<std::int64_t> {
-    const auto it = doc.FindMember(name);
-    if (it == doc.MemberEnd()) return std::nullopt;
+    const auto it = root.FindMember(name);
+    if (it == root.MemberEnd()) return std::nullopt;
     if (!it->value.IsInt64() || it->value.GetInt64() < 0) {
       throw std::invalid_argument(std::string(name) + ": expected an integer >= 0");
     }
     return it->value.GetInt64();
   };
-  if (auto it = doc.FindMember("dry_run"); it != doc.MemberEnd()) {
+  if (auto it = root.FindMember("dry_run"); it != root.MemberEnd()) {
     if (!it->value.IsBool()) throw std::invalid_argument("dry_run: expected true or false");
     out.dry_run = it->value.GetBool();
   }
