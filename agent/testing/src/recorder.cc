@@ -19,7 +19,10 @@ std::map<std::string, std::string> ParseHeaders(const std::optional<std::string>
   rapidjson::Document doc;
   doc.Parse(json->data(), json->size());
   if (doc.HasParseError() || !doc.IsObject()) return headers;
-  for (const auto& member : doc.GetObject()) {
+  // Through a const reference: C++20 finds rapidjson's non-const iterator
+  // comparison ambiguous.
+  const rapidjson::Value& object = doc;
+  for (const auto& member : object.GetObject()) {
     if (member.value.IsString()) {
       headers[member.name.GetString()] =
           std::string(member.value.GetString(), member.value.GetStringLength());
