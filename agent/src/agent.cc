@@ -60,7 +60,7 @@ struct Agent::Impl {
           name, r->options.workers,
           WorkerPool::Capacity{
               r->options.queue_capacity, r->options.queue_bytes, rt.options.claim_batch,
-              static_cast<std::int64_t>(std::min<std::size_t>(
+              static_cast<std::int64_t>(std::min<std::uint64_t>(
                   r->options.endpoint.batch.max_bytes, std::numeric_limits<std::int64_t>::max()))},
           batch_max,
           [this, r](int index, std::vector<store::Claimed>& batch, bool run) {

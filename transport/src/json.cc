@@ -292,7 +292,8 @@ Headers ParseRowHeaders(std::string_view headers_json) {
   // Indexing, not iterating: RapidJSON 1.1's iterator comparison is
   // ambiguous under C++20's reversed operators.
   for (rapidjson::SizeType i = 0; i < document.MemberCount(); ++i) {
-    const auto& member = document.MemberBegin()[i];
+    // ptrdiff_t: the iterator's difference type on 32- and 64-bit targets.
+    const auto& member = document.MemberBegin()[static_cast<std::ptrdiff_t>(i)];
     std::string name(member.name.GetString(), member.name.GetStringLength());
     if (!member.value.IsString()) fail("value of \"" + name + "\" is not a string");
     headers.emplace_back(std::move(name),
