@@ -20,7 +20,8 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     // Every refusal names the field it is about.
     const std::string what = error.what();
     FUZZ_CHECK(what.starts_with("url: ") || what.starts_with("tls") ||
-               what.starts_with("nats") || what.starts_with("mqtt"));
+               what.starts_with("nats") || what.starts_with("mqtt") ||
+               what.starts_with("amqp"));
   }
   if (accepted) {
     const transport::SinkKind kind = transport::SinkKindOf(options.url);
