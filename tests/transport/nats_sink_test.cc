@@ -419,6 +419,23 @@ TEST(NatsSink, NKeyAuthenticates) {
   EXPECT_TRUE(refused.configuration_failure) << refused.error;
 }
 
+// libnats 3.4 drops a signature whose first byte is zero, one connect in 256
+// on average; without the sink's retry 1500 connects all succeed with a
+// probability of 0.3 %.
+TEST(NatsSink, NKeyConnectsEveryTime) {
+  const NKeyPair user = MakeUserNKey();
+  NatsServer server("authorization {\n  users = [ { nkey: " + user.public_key + " } ]\n}\n");
+  EndpointOptions options = OptionsFor(server.Url("orders"));
+  options.nats.nkey = user.public_key;
+  options.nats.nkey_seed = user.seed;
+  int refused = 0;
+  for (int dial = 0; dial < 1500; ++dial) {
+    const Result result = MakeSink(options)->Push({.id = IdOf(1), .topic = "orders", .payload = "1"});
+    if (result.error.find("no responders") == std::string::npos) ++refused;
+  }
+  EXPECT_EQ(refused, 0);
+}
+
 TEST(NatsSink, MutualTlsWithTheConfiguredCa) {
   const testing::TestPki pki;
   NatsServer server("tls {\n  cert_file: \"" + pki.server().cert_file + "\"\n  key_file: \"" +

@@ -261,9 +261,7 @@ class NatsSink final : public BrokerSink {
     }
     auto connection = std::make_shared<Connection>();
     status = natsOptions_SetClosedCB(nats_options.get(), &Connection::OnClosed, connection.get());
-    if (status == NATS_OK) {
-      status = natsConnection_Connect(&connection->connection(), nats_options.get());
-    }
+    if (status == NATS_OK) status = ConnectSigningAgain(*connection, nats_options.get());
     if (status != NATS_OK) {
       const bool auth = status == NATS_CONNECTION_AUTH_FAILED || status == NATS_NOT_PERMITTED;
       failure = EndpointFailure(
@@ -279,6 +277,20 @@ class NatsSink final : public BrokerSink {
       return nullptr;
     }
     return connection;
+  }
+
+  // libnats 3.4 sends no signature when the signed nonce's first byte is
+  // zero (its base64 encoder takes that for an empty string), so one NKey or
+  // JWT connect in 256 is refused as an authorization violation. Another
+  // connect signs a new nonce: that case is retried, never a real refusal.
+  natsStatus ConnectSigningAgain(Connection& connection, natsOptions* nats_options) {
+    natsStatus status = NATS_OK;
+    int attempts = 0;
+    do {
+      signature_unsent_ = false;
+      status = natsConnection_Connect(&connection.connection(), nats_options);
+    } while (status != NATS_OK && signature_unsent_ && ++attempts < kUnsentSignatureAttempts);
+    return status;
   }
 
   natsStatus Configure(natsOptions* nats_options) {
@@ -341,23 +353,27 @@ class NatsSink final : public BrokerSink {
     }
   }
 
-  static natsStatus Sign(const std::string& seed, char** error_text, unsigned char** signature,
-                         int* signature_length, const char* nonce) {
+  natsStatus Sign(const std::string& seed, char** error_text, unsigned char** signature,
+                  int* signature_length, const char* nonce) {
     const natsStatus status = nats_Sign(seed.c_str(), nonce, signature, signature_length);
     if (status != NATS_OK && error_text != nullptr) *error_text = Duplicate("cannot sign nonce");
+    if (status == NATS_OK && *signature_length > 0 && (*signature)[0] == 0) {
+      signature_unsent_ = true;
+    }
     return status;
   }
 
   static natsStatus SignWithNKey(char** error_text, unsigned char** signature,
                                  int* signature_length, const char* nonce, void* closure) {
-    return Sign(static_cast<NatsSink*>(closure)->options_.nats.nkey_seed, error_text, signature,
-                signature_length, nonce);
+    auto* self = static_cast<NatsSink*>(closure);
+    return self->Sign(self->options_.nats.nkey_seed, error_text, signature, signature_length,
+                      nonce);
   }
 
   static natsStatus SignWithCreds(char** error_text, unsigned char** signature,
                                   int* signature_length, const char* nonce, void* closure) {
-    return Sign(static_cast<NatsSink*>(closure)->nats_creds_seed_, error_text, signature,
-                signature_length, nonce);
+    auto* self = static_cast<NatsSink*>(closure);
+    return self->Sign(self->nats_creds_seed_, error_text, signature, signature_length, nonce);
   }
 
   static natsStatus UserJwt(char** jwt, char** /*error_text*/, void* closure) {
@@ -375,6 +391,10 @@ class NatsSink final : public BrokerSink {
   // Counts the server's "Permissions Violation" errors (reported apart from
   // the publish that caused them).
   std::atomic<std::int64_t> permission_violations_{0};
+  // Set by the signing callbacks when libnats will drop the signature (see
+  // ConnectSigningAgain). One dial at a time (Connect).
+  std::atomic<bool> signature_unsent_{false};
+  static constexpr int kUnsentSignatureAttempts = 4;
   std::mutex mutex_;
   std::condition_variable dialed_;       // a dial ended, or an abort
   bool dialing_ = false;                 // GUARDED_BY(mutex_)
