@@ -1207,18 +1207,6 @@ inline constexpr char kWaitsFor[] =
     "        AND coalesce(p.dead_reason, '') NOT IN ('expired', 'cancelled')))"
     " ORDER BY p.id LIMIT 1)";
 
-// ?1 now, ?2 id or NULL, ?3 topic or NULL, ?4 all (0/1)
-#define OUTBOX_DEAD_SELECTOR                                                   \
-  " status = 2 AND ((?2 IS NOT NULL AND id = ?2)"                              \
-  " OR (?3 IS NOT NULL AND topic = ?3) OR ?4 = 1)"
-inline constexpr char kRetryDead[] =
-    "UPDATE outbox SET status = 0, attempts = 0, crashes = 0, quarantined = 0, dead_reason = NULL,"
-    " next_attempt_at = ?1, updated_at = ?1, operator_retries = operator_retries + 1"
-    " WHERE" OUTBOX_DEAD_SELECTOR " RETURNING id";
-inline constexpr char kAudit[] =
-    "INSERT INTO outbox_audit(at, actor, action, row_id, detail, rows, host)"
-    " VALUES(?, ?, ?, ?, ?, ?, ?)";
-
 // ?1 cutoff, ?2 batch
 inline constexpr char kPeekDelivered[] =
     "SELECT " OUTBOX_ROW_COLUMNS " FROM outbox_message"
@@ -1227,18 +1215,11 @@ inline constexpr char kPurgeDelivered[] =
     "DELETE FROM outbox WHERE id IN (SELECT id FROM outbox"
     " WHERE status = 1 AND updated_at < ?1 ORDER BY updated_at, id LIMIT ?2)";
 inline constexpr char kDeleteDelivered[] = "DELETE FROM outbox WHERE id = ? AND status = 1";
-// ?1 batch, ?2 id or NULL, ?3 topic or NULL, ?4 all
-inline constexpr char kPurgeDead[] =
-    "DELETE FROM outbox WHERE id IN (SELECT id FROM outbox WHERE" OUTBOX_DEAD_SELECTOR
-    " LIMIT ?1)";
 
 // --- reads -------------------------------------------------------------------
 
 inline constexpr char kGetRow[] =
     "SELECT " OUTBOX_ROW_COLUMNS " FROM outbox_message WHERE id = ?";
-inline constexpr char kGetLeased[] =
-    "SELECT " OUTBOX_ROW_COLUMNS " FROM outbox_message"
-    " WHERE id = ? AND status = 3 AND lease_token = ?";
 // ?1 status or NULL, ?2 topic or NULL, ?3 after id, ?4 limit
 inline constexpr char kList[] =
     "SELECT " OUTBOX_ROW_COLUMNS " FROM outbox_message"

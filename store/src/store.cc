@@ -129,24 +129,6 @@ Row ReadRow(SQLite::Statement& q) {
   return row;
 }
 
-void BindSelector(SQLite::Statement& q, const DeadSelector& selector) {
-  const int chosen = (selector.id ? 1 : 0) + (selector.topic ? 1 : 0) + (selector.all ? 1 : 0);
-  if (chosen != 1) {
-    throw std::invalid_argument("selector: choose exactly one of id, topic or all");
-  }
-  if (selector.id) {
-    q.bind(2, *selector.id);
-  } else {
-    q.bind(2);
-  }
-  if (selector.topic) {
-    q.bind(3, *selector.topic);
-  } else {
-    q.bind(3);
-  }
-  q.bind(4, selector.all ? 1 : 0);
-}
-
 void CheckBatch(int batch) {
   if (batch < 1) throw std::invalid_argument("batch: expected a positive integer");
 }
@@ -902,33 +884,6 @@ bool Store::RecordCrashError(std::int64_t id, std::string_view error) {
   });
 }
 
-int Store::RetryDead(const DeadSelector& selector, std::string_view actor, std::int64_t now) {
-  return Wrap("retry dead rows", [&] {
-    return impl_->Atomically([&] {
-      std::vector<std::int64_t> ids;
-      {
-        StatementUse q(impl_->Prepare(sql::kRetryDead));
-        q->bind(1, now);
-        BindSelector(*q, selector);
-        while (q->executeStep()) ids.push_back(q->getColumn(0).getInt64());
-      }
-      StatementUse audit(impl_->Prepare(sql::kAudit));
-      for (std::int64_t id : ids) {
-        audit->bind(1, now);
-        audit->bind(2, std::string(actor));
-        audit->bind(3, "retry");
-        audit->bind(4, id);
-        audit->bind(5);
-        audit->bind(6, 1);
-        audit->bind(7);
-        audit->exec();
-        audit->reset();
-      }
-      return static_cast<int>(ids.size());
-    });
-  });
-}
-
 std::vector<Row> Store::PeekDelivered(std::int64_t cutoff, int batch) {
   CheckBatch(batch);
   return Wrap("read delivered rows", [&] {
@@ -963,16 +918,6 @@ int Store::DeleteDelivered(const std::vector<std::int64_t>& ids) {
       }
       return deleted;
     });
-  });
-}
-
-int Store::PurgeDead(const DeadSelector& selector, int batch) {
-  CheckBatch(batch);
-  return Wrap("purge dead rows", [&] {
-    StatementUse q(impl_->Prepare(sql::kPurgeDead));
-    q->bind(1, batch);
-    BindSelector(*q, selector);
-    return q->exec();
   });
 }
 
@@ -1078,36 +1023,6 @@ std::optional<Row> Store::Get(std::int64_t id) {
     q->bind(1, id);
     if (!q->executeStep()) return std::nullopt;
     return ReadRow(*q);
-  });
-}
-
-std::optional<Row> Store::GetLeased(const Lease& lease) {
-  return Wrap("read leased row", [&]() -> std::optional<Row> {
-    StatementUse q(impl_->Prepare(sql::kGetLeased));
-    q->bind(1, lease.id);
-    q->bind(2, lease.token);
-    if (!q->executeStep()) return std::nullopt;
-    return ReadRow(*q);
-  });
-}
-
-std::vector<std::optional<Row>> Store::GetLeased(std::span<const Lease> leases) {
-  return Wrap("read leased rows", [&] {
-    std::vector<std::optional<Row>> rows;
-    rows.reserve(leases.size());
-    std::optional<SQLite::Transaction> read;
-    if (leases.size() > 1 && !impl_->InTransaction()) {
-      read.emplace(*impl_->db, SQLite::TransactionBehavior::DEFERRED);
-    }
-    StatementUse q(impl_->Prepare(sql::kGetLeased));
-    for (const Lease& lease : leases) {
-      q->bind(1, lease.id);
-      q->bind(2, lease.token);
-      rows.push_back(q->executeStep() ? std::optional<Row>(ReadRow(*q)) : std::nullopt);
-      q->reset();
-    }
-    if (read) read->commit();
-    return rows;
   });
 }
 

@@ -396,9 +396,11 @@ TEST_F(StoreTest, OperatorRetryTouchesOnlyDeadRowsAndResetsTheBudget) {
   const auto other_dead = Insert("u", "dead");
   store_.MarkDead(Claim(other_dead), true, "boom", "permanent", kNow);
 
-  DeadSelector by_topic;
+  Operator operator_actions(store_);
+  const Actor actor{"operator", "host"};
+  RowSelector by_topic;
   by_topic.topic = "t";
-  EXPECT_EQ(store_.RetryDead(by_topic, "operator", kNow + 10), 1);
+  EXPECT_EQ(operator_actions.Retry(by_topic, actor, kNow + 10), 1);
   const Row row = Get(dead);
   EXPECT_EQ(row.status, Status::kPending);
   EXPECT_EQ(row.attempts, 0);
@@ -408,26 +410,16 @@ TEST_F(StoreTest, OperatorRetryTouchesOnlyDeadRowsAndResetsTheBudget) {
   EXPECT_EQ(Get(delivered).status, Status::kDelivered);
   EXPECT_EQ(Get(other_dead).status, Status::kDead);
 
-  SQLite::Statement audit(store_.connection(),
-                          "SELECT actor, action, row_id FROM outbox_audit");
+  SQLite::Statement audit(store_.connection(), "SELECT actor, action, rows FROM outbox_audit");
   ASSERT_TRUE(audit.executeStep());
   EXPECT_EQ(audit.getColumn(0).getString(), "operator");
   EXPECT_EQ(audit.getColumn(1).getString(), "retry");
-  EXPECT_EQ(audit.getColumn(2).getInt64(), dead);
+  EXPECT_EQ(audit.getColumn(2).getInt64(), 1);
 
-  DeadSelector all;
+  RowSelector all;
   all.all = true;
-  EXPECT_EQ(store_.RetryDead(all, "operator", kNow), 1);
+  EXPECT_EQ(operator_actions.Retry(all, actor, kNow), 1);
   EXPECT_EQ(Get(other_dead).status, Status::kPending);
-}
-
-TEST_F(StoreTest, SelectorMustChooseExactlyOne) {
-  DeadSelector none;
-  EXPECT_THROW(store_.RetryDead(none, "op", kNow), std::invalid_argument);
-  DeadSelector two;
-  two.id = 1;
-  two.all = true;
-  EXPECT_THROW(store_.PurgeDead(two, 10), std::invalid_argument);
 }
 
 TEST_F(StoreTest, PurgeDeliveredKeepsEverythingElse) {
@@ -489,12 +481,13 @@ TEST_F(StoreTest, PurgeDeadTouchesOnlySelectedDeadRows) {
   store_.Complete(Claim(delivered), kNow);
   const auto pending = Insert("a", "3");
 
-  DeadSelector by_id;
+  Operator operator_actions(store_);
+  RowSelector by_id;
   by_id.id = pending;  // not dead: nothing happens
-  EXPECT_EQ(store_.PurgeDead(by_id, 100), 0);
-  DeadSelector by_topic;
+  EXPECT_EQ(operator_actions.PurgeDeadBatch(by_id, 100), 0);
+  RowSelector by_topic;
   by_topic.topic = "a";
-  EXPECT_EQ(store_.PurgeDead(by_topic, 100), 1);
+  EXPECT_EQ(operator_actions.PurgeDeadBatch(by_topic, 100), 1);
   EXPECT_FALSE(store_.Get(dead_a));
   EXPECT_TRUE(store_.Get(dead_b));
   EXPECT_TRUE(store_.Get(delivered));
@@ -553,9 +546,9 @@ TEST_F(StoreTest, UndeliveredCounterFollowsEveryTransition) {
   EXPECT_EQ(store_.GetStats().undelivered, 1);
   store_.MarkDead(Claim(b), true, "x", "permanent", kNow);
   EXPECT_EQ(store_.GetStats().undelivered, 1);
-  DeadSelector all;
+  RowSelector all;
   all.all = true;
-  store_.PurgeDead(all, 10);
+  Operator(store_).PurgeDeadBatch(all, 10);
   store_.PurgeDelivered(kNow + 1, 10);
   EXPECT_EQ(store_.GetStats().undelivered, 0);
 }
@@ -651,7 +644,7 @@ TEST(StoreFile, RowsCommittedByAnotherConnectionAreClaimable) {
   EXPECT_NE(agent.DataVersion(), version);
   auto claimed = agent.ClaimById(id, "agent", kNow + kLease, kNow);
   ASSERT_TRUE(claimed);
-  EXPECT_EQ(agent.GetLeased(claimed->lease)->payload, "payload");
+  EXPECT_EQ(claimed->row.payload, "payload");
 }
 
 TEST(StoreFile, ASecondWriterWaitsForTheFirst) {

@@ -468,13 +468,6 @@ struct ListFilter {
   std::int64_t after_id = 0;  // for paging: rows with id > after_id
 };
 
-// Selects dead rows for operator retry or purge. Exactly one of the three.
-struct DeadSelector {
-  std::optional<std::int64_t> id;
-  std::optional<std::string> topic;
-  bool all = false;
-};
-
 // Per-key ordering of one topic (docs/ordering.md). The database records it
 // per topic (outbox_topic_modes) and every claim obeys the recorded mode, so
 // that all agents sharing a file apply one rule.
@@ -690,10 +683,6 @@ class Store {
   // Distinct lease owners of in-flight rows.
   std::vector<std::string> LeaseOwners();
 
-  // Operator: dead → pending with a fresh budget (attempts 0, due now), the
-  // reset recorded in the row and in the audit table. Returns how many.
-  int RetryDead(const DeadSelector& selector, std::string_view actor,
-                std::int64_t now);
   // Deletes up to `batch` delivered rows with updated_at < cutoff. Call
   // repeatedly until it returns less than `batch`; each call is one short
   // write transaction.
@@ -703,8 +692,6 @@ class Store {
   std::vector<Row> PeekDelivered(std::int64_t cutoff, int batch);
   // Deletes these rows if they are still delivered (after archiving them).
   int DeleteDelivered(const std::vector<std::int64_t>& ids);
-  // Deletes up to `batch` dead rows chosen by `selector`.
-  int PurgeDead(const DeadSelector& selector, int batch);
 
   // --- per-key ordering ------------------------------------------------------
 
@@ -733,12 +720,6 @@ class Store {
   // --- reads ---------------------------------------------------------------
 
   std::optional<Row> Get(std::int64_t id);
-  // The row only while `lease` still holds it (what a worker sends).
-  std::optional<Row> GetLeased(const Lease& lease);
-  // GetLeased for each lease, in order, inside one read transaction (one
-  // snapshot, one lock) unless one is open: a batch costs one transaction
-  // instead of one per row.
-  std::vector<std::optional<Row>> GetLeased(std::span<const Lease> leases);
   std::vector<Row> List(const ListFilter& filter);
   // `now` (wall ms) decides which rows are due (TopicStatusCount::
   // oldest_due_at); without it only rows without deliver_at are.
