@@ -653,7 +653,50 @@ int Store::ParkBehindDeadHeads(std::string_view topic, std::int64_t now) {
   });
 }
 
-int Store::CompleteEach(std::span<const DeliveredLease> delivered) {
+namespace {
+
+// The leases as the JSON object kCompleteMany reads: {"id": token, ...}.
+std::string LeasesJson(std::span<const DeliveredLease> delivered) {
+  std::string json;
+  json.reserve(delivered.size() * 24 + 2);
+  json += '{';
+  for (const DeliveredLease& each : delivered) {
+    if (json.size() > 1) json += ',';
+    json += '"';
+    json += std::to_string(each.lease.id);
+    json += "\":";
+    json += std::to_string(each.lease.token);
+  }
+  json += '}';
+  return json;
+}
+
+// More rows than the largest VALUES chunk, all at one time (an acknowledged
+// batch): one JSON statement instead of several chunks.
+bool OneTimeBeyondChunks(std::span<const DeliveredLease> delivered) {
+  return delivered.size() > 32 &&
+         std::all_of(delivered.begin(), delivered.end(),
+                     [&](const DeliveredLease& each) { return each.now == delivered.front().now; });
+}
+
+}  // namespace
+
+int Store::Complete(std::span<const DeliveredLease> delivered) {
+  if (delivered.empty()) return 0;
+  if (delivered.size() == 1) {
+    return Wrap("complete", [&] {
+      return impl_->Transition(sql::kComplete, delivered[0].lease, delivered[0].now) ? 1 : 0;
+    });
+  }
+  if (OneTimeBeyondChunks(delivered)) {
+    const std::string json = LeasesJson(delivered);
+    return Wrap("complete", [&] {
+      StatementUse q(impl_->Prepare(sql::kCompleteMany));
+      q->bind(1, json);
+      q->bind(2, delivered.front().now);
+      return q->exec();
+    });
+  }
   return Wrap("complete", [&] {
     return impl_->Atomically([&] {
       // Chunks of 32, 16, ... rows: a handful of prepared statements serve
@@ -689,28 +732,8 @@ int Store::CompleteEach(std::span<const DeliveredLease> delivered) {
 }
 
 bool Store::Complete(const Lease& lease, std::int64_t now) {
-  return Wrap("complete", [&] { return impl_->Transition(sql::kComplete, lease, now); });
-}
-
-int Store::CompleteAll(std::span<const Lease> leases, std::int64_t now) {
-  if (leases.empty()) return 0;
-  std::string json;
-  json.reserve(leases.size() * 24 + 2);
-  json += '{';
-  for (const Lease& lease : leases) {
-    if (json.size() > 1) json += ',';
-    json += '"';
-    json += std::to_string(lease.id);
-    json += "\":";
-    json += std::to_string(lease.token);
-  }
-  json += '}';
-  return Wrap("complete", [&] {
-    StatementUse q(impl_->Prepare(sql::kCompleteMany));
-    q->bind(1, json);
-    q->bind(2, now);
-    return q->exec();
-  });
+  const DeliveredLease one{lease, now};
+  return Complete(std::span<const DeliveredLease>(&one, 1)) == 1;
 }
 
 bool Store::Reschedule(const Lease& lease, bool count_attempt, std::int64_t next_attempt_at,

@@ -136,17 +136,23 @@ TEST_F(StoreTest, CompleteNeedsTheCurrentLease) {
   EXPECT_FALSE(store_.Complete(lease, kNow + 6));  // a duplicate report changes nothing
 }
 
-TEST_F(StoreTest, CompleteAllDeliversEveryLeaseStillHeldInOneGo) {
-  const auto a = Insert("t", "a");
+// An acknowledged batch: every lease at one time, more of them than the
+// largest VALUES chunk (32), so one statement (kCompleteMany) records them.
+TEST_F(StoreTest, CompletingABatchAtOneTimeDeliversEveryLeaseStillHeld) {
+  std::vector<DeliveredLease> delivered;
+  std::vector<std::int64_t> held;
+  for (int i = 0; i < 34; ++i) {
+    const auto id = Insert("t", "k" + std::to_string(i));
+    held.push_back(id);
+    delivered.push_back({Claim(id), kNow + 7});
+  }
   const auto b = Insert("t", "b");
-  const auto c = Insert("t", "c");
   const auto d = Insert("t", "d");
-  const Lease la = Claim(a);
   const Lease lb = Claim(b);
-  const Lease lc = Claim(c);
-  const std::vector<Lease> leases = {la, {lb.id, lb.token + 1}, lc, {d, 1}};
-  EXPECT_EQ(store_.CompleteAll(leases, kNow + 7), 2);
-  for (const auto id : {a, c}) {
+  delivered.push_back({{lb.id, lb.token + 1}, kNow + 7});
+  delivered.push_back({{d, 1}, kNow + 7});
+  EXPECT_EQ(store_.Complete(delivered), 34);
+  for (const auto id : held) {
     const Row row = Get(id);
     EXPECT_EQ(row.status, Status::kDelivered);
     EXPECT_EQ(row.updated_at, kNow + 7);
@@ -156,9 +162,9 @@ TEST_F(StoreTest, CompleteAllDeliversEveryLeaseStillHeldInOneGo) {
   EXPECT_EQ(Get(b).status, Status::kInFlight);  // its lease moved on
   EXPECT_EQ(Get(d).status, Status::kPending);   // never claimed
   EXPECT_EQ(store_.GetStats().undelivered, 2);
-  EXPECT_EQ(store_.CompleteAll(leases, kNow + 8), 0);  // a duplicate report changes nothing
-  EXPECT_EQ(Get(a).updated_at, kNow + 7);
-  EXPECT_EQ(store_.CompleteAll({}, kNow), 0);
+  for (auto& each : delivered) each.now = kNow + 8;
+  EXPECT_EQ(store_.Complete(delivered), 0);  // a duplicate report changes nothing
+  EXPECT_EQ(Get(held.front()).updated_at, kNow + 7);
 }
 
 TEST_F(StoreTest, StaleWorkerChangesNothingAfterRecycleAndReclaim) {
@@ -181,7 +187,7 @@ TEST_F(StoreTest, StaleWorkerChangesNothingAfterRecycleAndReclaim) {
 
 // 70 leases cross every chunk size of the multi-row statement (32, 16, 8,
 // 4, 2 and the single one); stale leases among them change nothing.
-TEST_F(StoreTest, CompleteEachDeliversEveryHeldLeaseAtItsOwnTime) {
+TEST_F(StoreTest, CompletingLeasesAtTheirOwnTimesDeliversEveryHeldOne) {
   std::vector<DeliveredLease> delivered;
   std::vector<std::int64_t> stale_ids;
   for (int i = 0; i < 70; ++i) {
@@ -197,7 +203,7 @@ TEST_F(StoreTest, CompleteEachDeliversEveryHeldLeaseAtItsOwnTime) {
   const Lease done_before = delivered.front().lease;
   ASSERT_TRUE(store_.Complete(done_before, kNow));
   const int expected = 70 - static_cast<int>(stale_ids.size()) - 1;
-  EXPECT_EQ(store_.CompleteEach(delivered), expected);
+  EXPECT_EQ(store_.Complete(delivered), expected);
   for (int i = 0; i < 70; ++i) {
     const Row row = Get(delivered[static_cast<std::size_t>(i)].lease.id);
     if (i % 9 == 4) {
@@ -214,7 +220,7 @@ TEST_F(StoreTest, CompleteEachDeliversEveryHeldLeaseAtItsOwnTime) {
                 .getInt(),
             70 - static_cast<int>(stale_ids.size()));
   EXPECT_EQ(store_.GetStats().undelivered, static_cast<std::int64_t>(stale_ids.size()));
-  EXPECT_EQ(store_.CompleteEach({}), 0);
+  EXPECT_EQ(store_.Complete({}), 0);
 }
 
 TEST_F(StoreTest, RescheduleCountsAnAttemptOnlyWhenAsked) {

@@ -483,7 +483,7 @@ struct TopicOrdering {
 // "none", or "by key, dead_head block" / "by key, dead_head skip".
 std::string Describe(const TopicOrdering& ordering);
 
-// A completion to record (Store::CompleteEach): the row under `lease` was
+// A completion to record (Store::Complete): the row under `lease` was
 // delivered at `now` (ms since the epoch).
 struct DeliveredLease {
   Lease lease;
@@ -612,18 +612,15 @@ class Store {
   // behind them since the last call. Returns how many rows it parked.
   int ParkBehindDeadHeads(std::string_view topic, std::int64_t now);
 
-  // Complete for each lease at its own time, in as few statements as
-  // possible (up to 32 rows each; with 8 or more a row costs up to a quarter
-  // less than through Complete). All or nothing: outside a transaction it
-  // opens its own, and a failure throws. A lease no longer held is skipped,
-  // as by Complete. Returns how many rows it delivered.
-  int CompleteEach(std::span<const DeliveredLease> delivered);
-  // in flight → delivered.
+  // in flight → delivered, each lease's row at its own time; a lease no
+  // longer held is skipped. In as few statements as possible: up to 32 rows
+  // a statement (with 8 or more a row costs up to a quarter less than alone),
+  // or one statement for any number at one time (an acknowledged batch).
+  // All or nothing: outside a transaction it opens its own, and a failure
+  // throws and changes none. Returns how many rows it delivered.
+  int Complete(std::span<const DeliveredLease> delivered);
+  // The same for one lease: whether it was still held.
   bool Complete(const Lease& lease, std::int64_t now);
-  // Complete for every lease, in one statement: all or nothing (a failure
-  // throws and changes none). A lease no longer held is skipped, as by
-  // Complete. Returns how many rows it delivered.
-  int CompleteAll(std::span<const Lease> leases, std::int64_t now);
   // in flight → pending, due at `next_attempt_at`; attempts + 1 when
   // `count_attempt`. Records `error` as last_error and `now` as
   // last_attempt_at (as MarkDead does).
