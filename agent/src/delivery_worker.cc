@@ -89,7 +89,7 @@ Delivery DeliveryWorker::ToDelivery(const Loaded& item) {
   d.key = item.row.key;
   d.message_id = item.message_id;
   d.payload = item.row.payload;
-  d.headers = &item.headers;
+  d.headers = item.headers;
   d.attempt = AttemptsPlus(item.row.attempts, 1);
   d.created_at_ms = item.row.created_at;
   if (item.row.schema_version) d.schema_version = *item.row.schema_version;
@@ -253,7 +253,7 @@ void DeliveryWorker::FinishDelivered(Route& route, std::span<Loaded> items,
       Answer given;
       if (answer != nullptr) {
         given.status_code = answer->http_status;
-        given.response = answer->response.substr(0, kMaxResponseBytes);
+        given.response = answer->response_body.substr(0, kMaxResponseBytes);
       }
       task = DeliveredTask(rt_, route.hooks, lease, item.row, std::move(given),
                            route.options.retry, now);

@@ -368,7 +368,7 @@ std::string ExpandPlaceholders(std::string_view pattern, const Message& message)
       text += message.key;
       pattern.remove_prefix(5);
     } else if (pattern.starts_with("{id}")) {
-      text += message.id;
+      text += message.message_id;
       pattern.remove_prefix(4);
     } else {
       text += '{';
