@@ -2,8 +2,11 @@
 // by libcurl's URL parser; here only what a broker URL refuses beyond it.
 #include <algorithm>
 #include <charconv>
+#include <new>
+#include <optional>
 #include <stdexcept>
 #include <string>
+#include <string_view>
 
 #include "curl_url.h"
 #include "internal.h"
@@ -21,7 +24,8 @@ constexpr std::size_t kMaxBrokerUrlBytes = 128 * 1024;
 // The schemes are not libcurl's; the path is the subject, topic or virtual
 // host as written (no "." or ".." segment removed); an MQTT topic may hold
 // spaces.
-constexpr unsigned kBrokerUrlFlags = CURLU_NON_SUPPORT_SCHEME | CURLU_PATH_AS_IS | CURLU_ALLOW_SPACE;
+constexpr unsigned kBrokerUrlFlags =
+    CURLU_NON_SUPPORT_SCHEME | CURLU_PATH_AS_IS | CURLU_ALLOW_SPACE;
 
 constexpr std::string_view kNoCredentials =
     "must not carry credentials; give them under nats, mqtt or amqp";
