@@ -40,6 +40,9 @@ TEST(BrokerUrl, EachSchemeHasItsDefaultPortAndTls) {
   }
   EXPECT_EQ(ParseBrokerUrl("nats://127.0.0.1:14222/orders.created").port, 14222);
   EXPECT_EQ(ParseBrokerUrl("mqtt://broker.example:65535/t").port, 65535);
+  // An empty port is the scheme's default (RFC 3986, 3.2.3), as libcurl reads it.
+  EXPECT_EQ(ParseBrokerUrl("nats://h:/s").port, 4222);
+  EXPECT_EQ(ParseBrokerUrl("amqps://[::1]:/").port, 5671);
 }
 
 TEST(BrokerUrl, AnIpv6LiteralIsTheHostWithoutBrackets) {
