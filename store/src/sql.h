@@ -655,13 +655,14 @@ BEGIN
   -- over max_payload_bytes (skipped for the Producer's empty one), then
   -- capacity. One statement rather than three: each costs a scan. The
   -- rows above the counter's mark are counted only when there could be
-  -- enough of them: ids are distinct, so there are at most max(id) - upto.
+  -- enough of them: outbox_count_insert keeps every id above the mark
+  -- below upto + 64, so there are at most 63.
   SELECT CASE
     WHEN length(CAST(NEW.payload AS BLOB)) > 0 AND max_payload_bytes > 0
          AND length(CAST(NEW.payload AS BLOB)) > max_payload_bytes
       THEN RAISE(ABORT, 'outbox: payload: larger than limits.max_payload_bytes')
     WHEN max_pending > 0
-         AND (SELECT CASE WHEN value + (SELECT max(id) FROM outbox) - upto < max_pending
+         AND (SELECT CASE WHEN value + 63 < max_pending
                           THEN value
                           ELSE value + (SELECT count(*) FROM outbox
                                          WHERE status <> 1 AND id > upto) END
@@ -708,8 +709,8 @@ UPDATE outbox_counters
 -- below the mark, or one insert in 64).
 DROP TRIGGER outbox_count_insert;
 CREATE TRIGGER outbox_count_insert AFTER INSERT ON outbox
-  WHEN NEW.id <= (SELECT upto FROM outbox_counters WHERE name = 'undelivered')
-    OR NEW.id >= (SELECT upto FROM outbox_counters WHERE name = 'undelivered') + 64
+  WHEN (SELECT NEW.id <= upto OR NEW.id >= upto + 64
+          FROM outbox_counters WHERE name = 'undelivered')
 BEGIN
   UPDATE outbox_counters SET value = value + 1
    WHERE name = 'undelivered' AND NEW.status <> 1 AND NEW.id <= upto;

@@ -1075,7 +1075,8 @@ Stats Store::GetStats(std::optional<std::int64_t> now) {
   Stats stats;
   Wrap("read stats", [&] {
     // One read transaction, so the numbers agree with each other.
-    SQLite::Transaction read(*impl_->db, SQLite::TransactionBehavior::DEFERRED);
+    c_api::RawTransaction read(impl_->db->getHandle(), "read stats",
+                               c_api::RawTransaction::Begin::kDeferred);
     {
       StatementUse q(impl_->Prepare(sql::kStatsByTopic));
       if (now) {
@@ -1099,7 +1100,7 @@ Stats Store::GetStats(std::optional<std::int64_t> now) {
       if (q->executeStep()) stats.db_bytes = q->getColumn(0).getInt64();
     }
     stats.limits = GetLimits();
-    read.commit();
+    read.Commit();
   });
   struct stat wal {};
   if (!IsMemoryPath(impl_->options.path) &&

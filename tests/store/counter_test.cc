@@ -36,9 +36,15 @@ class CounterTest : public ::testing::Test {
 
   std::int64_t Scalar(const std::string& query) { return db().execAndGet(query).getInt64(); }
 
+  // Exact, and the capacity test's premise: every id above the mark is
+  // below upto + 64, so the trigger counts at most 63 rows there.
   void ExpectExact(const std::string& when) {
     EXPECT_EQ(store_.GetStats().undelivered,
               Scalar("SELECT count(*) FROM outbox WHERE status <> 1"))
+        << when;
+    EXPECT_EQ(Scalar("SELECT count(*) FROM outbox, outbox_counters"
+                     " WHERE name = 'undelivered' AND id >= upto + 64"),
+              0)
         << when;
   }
 
@@ -91,6 +97,22 @@ TEST_F(CounterTest, MaxPendingRefusesAtExactlyItsNumber) {
   Insert(1);
   EXPECT_THROW(Insert(1), SQLite::Exception);
   db().exec("UPDATE outbox SET status = 1 WHERE id = 1");  // below it
+  Insert(1);
+  EXPECT_THROW(Insert(1), SQLite::Exception);
+}
+
+// A limit far above the rows above the mark: the insert trigger skips the
+// count until the counter is within 63 of it, then counts exactly.
+TEST_F(CounterTest, ALargeMaxPendingRefusesAtExactlyItsNumber) {
+  store_.SetLimits({0, 1000, 0});
+  Insert(1000);  // the last rows above the mark
+  ExpectExact("at the limit");
+  EXPECT_THROW(Insert(1), SQLite::Exception);
+  db().exec("UPDATE outbox SET status = 1 WHERE id = 5");
+  db().exec("INSERT INTO outbox(id, topic, msg_key, payload) VALUES(5000, 't', 'far', 'p')");
+  ExpectExact("an explicit id far above");
+  EXPECT_THROW(Insert(1), SQLite::Exception);
+  db().exec("UPDATE outbox SET status = 1 WHERE id = 5000");
   Insert(1);
   EXPECT_THROW(Insert(1), SQLite::Exception);
 }
