@@ -5,6 +5,7 @@
 #include <atomic>
 #include <charconv>
 #include <fstream>
+#include <mutex>
 #include <sstream>
 #include <vector>
 
@@ -45,12 +46,33 @@ std::vector<std::string_view> Split(std::string_view text, char separator) {
   }
 }
 
+// This process's start time, read once per process (a forked child reads
+// its own). The kernel gives every thread the process's, but qemu-user
+// answers /proc/PID/stat for its own PID per emulated thread: read from two
+// threads, the two agents of one process took each other for gone.
+std::string OwnStartTime() {
+  static std::mutex mutex;
+  static long read_by = 0;
+  static std::string start;
+  const long pid = static_cast<long>(::getpid());
+  const std::lock_guard lock(mutex);
+  if (read_by != pid) {
+    start = ProcessStartTime(pid);
+    read_by = pid;
+  }
+  return start;
+}
+
+std::string StartTimeOf(long pid) {
+  return pid == static_cast<long>(::getpid()) ? OwnStartTime() : ProcessStartTime(pid);
+}
+
 }  // namespace
 
 std::string NewOwnerId() {
   static std::atomic<int> instance{0};
   const long pid = static_cast<long>(::getpid());
-  return HostName() + "/" + std::to_string(pid) + "/" + ProcessStartTime(pid) + "/" +
+  return HostName() + "/" + std::to_string(pid) + "/" + OwnStartTime() + "/" +
          std::to_string(instance.fetch_add(1));
 }
 
@@ -60,7 +82,7 @@ bool OwnerIsGone(std::string_view owner) {
   long pid = 0;
   const auto [end, error] = std::from_chars(parts[1].data(), parts[1].data() + parts[1].size(), pid);
   if (error != std::errc() || end != parts[1].data() + parts[1].size() || pid <= 0) return false;
-  const std::string start = ProcessStartTime(pid);
+  const std::string start = StartTimeOf(pid);
   return start.empty() || start != parts[2];
 }
 
