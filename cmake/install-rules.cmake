@@ -369,7 +369,9 @@ mark_as_advanced(OUTBOX_INSTALL_PYTHONDIR)
 install(DIRECTORY "${PROJECT_SOURCE_DIR}/packaging/python/edge_outbox"
   DESTINATION "${OUTBOX_INSTALL_PYTHONDIR}"
   COMPONENT Runtime
-  FILES_MATCHING PATTERN "*.py")
+  # The tests import it from the source tree first, which leaves byte code
+  # there unless PYTHONDONTWRITEBYTECODE is set (a fresh machine's default).
+  FILES_MATCHING PATTERN "*.py" PATTERN "__pycache__" EXCLUDE)
 
 # --- Debian package (CPack DEB) -------------------------------------------------
 # Build them with: cpack --config BUILD/CPackConfig.cmake (packaging/check-package.sh)

@@ -38,6 +38,9 @@ set -euo pipefail
 
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 jobs=$(nproc)
+# As on a fresh machine, whatever the caller's environment: Python leaves its
+# byte code beside the modules the tests import (the packages must not).
+unset PYTHONDONTWRITEBYTECODE
 
 # Everything the build, the tests and the demo need, by Debian package name.
 # prometheus is there for promtool (Debian has no smaller package with it);
