@@ -11,10 +11,13 @@
 // checkpoints included.
 //
 //   bytes_bench [--messages N] [--dir DIR] [--page-size BYTES] [--pages]
+//   bytes_bench --page-cost [--messages N] [--reps R] [--dir DIR]
 //
 // --pages also lists, per payload size, the pages a one-message transaction
 // writes (averaged over its last 50 transactions), by b-tree, for the outbox
-// file and for the floor.
+// file and for the floor. --page-cost prints figure 7d instead: files at
+// page_size 1024 against 4096 by b-tree depth, overflow pages and read speed
+// (page_cost.h).
 #include <SQLiteCpp/Database.h>
 
 #include <algorithm>
@@ -28,11 +31,13 @@
 #include <unistd.h>
 
 #include "counting_vfs.h"
+#include "page_cost.h"
 #include "outbox/store.h"
 #include "wal_pages.h"
 
 namespace {
 
+using outbox::bench::MakeFile;
 using outbox::bench::Written;
 namespace store = outbox::store;
 
@@ -46,6 +51,8 @@ struct Run {
   int messages = 1000;
   int page_size = 4096;
   bool list_pages = false;
+  bool page_cost = false;
+  int reps = 5;
 };
 
 struct Figures {
@@ -61,15 +68,6 @@ struct Figures {
   double delivery_single = 0;
   double purge_single = 0;
 };
-
-// An empty file in WAL mode with the given page size and incremental
-// vacuum, as the store makes one (it keeps both: the file is not new).
-void MakeFile(const std::string& path, int page_size) {
-  SQLite::Database db(path, SQLite::OPEN_READWRITE | SQLite::OPEN_CREATE);
-  db.exec("PRAGMA page_size = " + std::to_string(page_size));
-  db.exec("PRAGMA auto_vacuum = INCREMENTAL");
-  db.exec("PRAGMA journal_mode = WAL");
-}
 
 // Inserts `n` rows, `per_txn` per transaction; returns the bytes per row,
 // checkpoint included.
@@ -256,8 +254,8 @@ int main(int argc, char** argv) {
   std::filesystem::path dir = std::filesystem::temp_directory_path();
   for (int i = 1; i < argc; ++i) {
     const std::string flag = argv[i];
-    if (flag == "--pages") {
-      run.list_pages = true;
+    if (flag == "--pages" || flag == "--page-cost") {
+      (flag == "--pages" ? run.list_pages : run.page_cost) = true;
       continue;
     }
     if (i + 1 >= argc) return Usage(flag + ": expected a value");
@@ -265,6 +263,9 @@ int main(int argc, char** argv) {
     if (flag == "--messages") {
       run.messages = std::atoi(value.c_str());
       if (run.messages < 1) return Usage("--messages: expected a positive integer");
+    } else if (flag == "--reps") {
+      run.reps = std::atoi(value.c_str());
+      if (run.reps < 1) return Usage("--reps: expected a positive integer");
     } else if (flag == "--dir") {
       dir = value;
     } else if (flag == "--page-size") {
@@ -279,6 +280,11 @@ int main(int argc, char** argv) {
   outbox::bench::InstallCountingVfs();
   const std::filesystem::path work = dir / ("outbox-bytes-" + std::to_string(::getpid()));
   std::filesystem::create_directories(work);
+  if (run.page_cost) {
+    outbox::bench::PageCost({run.messages, run.reps, work});
+    std::filesystem::remove_all(work);
+    return 0;
+  }
   for (const std::size_t size : {256u, 4096u, 16384u, 65536u}) {
     const std::string payload(size, 'x');
     const std::string tag = std::to_string(size) + ".db";
