@@ -15,7 +15,9 @@
 //
 // --pages also lists, per payload size, the pages a one-message transaction
 // writes (averaged over its last 50 transactions), by b-tree, for the outbox
-// file and for the floor. --page-cost prints figure 7d instead: files at
+// file and for the floor; and the pages per message of delivery (claims,
+// completions) and purge (deletes, incremental vacuum), with the distinct
+// pages each checkpoint writes. --page-cost prints figure 7d instead: files at
 // page_size 1024 against 4096 by b-tree depth, overflow pages and read speed
 // (page_cost.h).
 #include <SQLiteCpp/Database.h>
@@ -25,6 +27,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -137,10 +140,39 @@ double AppEnqueue(store::Store& agent, const std::string& path, const std::strin
   return bytes;
 }
 
+// With --pages: the frames in `path`'s -wal (written since the last
+// checkpoint), per message, by what the page is and by the step each commit
+// belongs to (`steps`, one per commit in log order), and the pages its
+// checkpoint will write.
+void ListSteps(store::Store& agent, const std::string& path, int n,
+               const std::vector<std::string>& steps, const char* what) {
+  const auto commits = outbox::bench::PagesOfEachCommit(agent.connection(), path + "-wal");
+  if (commits.size() != steps.size()) {
+    std::printf("@pages\t%s\t%zu commits in the log, %zu expected: not listed\n", what,
+                commits.size(), steps.size());
+    return;
+  }
+  std::map<std::string, double> pages;
+  for (std::size_t c = 0; c < commits.size(); ++c) {
+    for (const auto& [page, count] : commits[c]) {
+      pages[steps[c] + "\t" + page] += static_cast<double>(count) / n;
+      pages[steps[c] + "\tall"] += static_cast<double>(count) / n;
+    }
+  }
+  for (const auto& [page, count] : pages) {
+    std::printf("@pages\t%s\t%s\t%.3f\n", what, page.c_str(), count);
+  }
+  std::printf("@pages\t%s\tcheckpoint\tdistinct pages\t%.3f\n", what,
+              static_cast<double>(outbox::bench::DistinctPages(path + "-wal")) / n);
+}
+
 // Delivers every row (claims of 64, completions per batch), then purges
-// them; bytes per message of each, `n` messages.
-void Deliver(store::Store& agent, int n, double& delivery, double& purge) {
+// them; bytes per message of each, `n` messages. With `list` (--pages), the
+// pages of each step too.
+void Deliver(store::Store& agent, const std::string& path, int n, const char* list,
+             double& delivery, double& purge) {
   std::int64_t before = Written().total();
+  std::vector<std::string> steps;
   for (;;) {
     std::vector<store::Claimed> claimed;
     {
@@ -152,15 +184,22 @@ void Deliver(store::Store& agent, int n, double& delivery, double& purge) {
     store::Store::WriteTransaction txn(agent);
     for (const auto& c : claimed) agent.Complete(c.lease, 5);
     txn.Commit();
+    steps.insert(steps.end(), {"claim", "completion"});
   }
+  if (list != nullptr) ListSteps(agent, path, n, steps, (std::string(list) + " delivery").c_str());
   agent.Checkpoint();
   delivery = static_cast<double>(Since(before)) / n;
   before = Written().total();
-  while (agent.PurgeDelivered(kFarFuture, 1000) > 0) {
-  }
+  steps.clear();
+  while (agent.PurgeDelivered(kFarFuture, 1000) > 0) steps.emplace_back("delete");
   const std::int64_t deleted = Since(before);
   agent.ReclaimFreePages();
   const std::int64_t vacuumed = Since(before);
+  if (list != nullptr) {
+    steps.resize(outbox::bench::PagesOfEachCommit(agent.connection(), path + "-wal").size(),
+                 "incremental vacuum");
+    ListSteps(agent, path, n, steps, (std::string(list) + " purge").c_str());
+  }
   agent.Checkpoint();
   purge = static_cast<double>(Since(before)) / n;
   std::fprintf(stderr, "  purge steps, bytes per message: delete %.0f, incremental vacuum %.0f,"
@@ -185,11 +224,13 @@ std::string Outbox(const std::string& path, const std::string& payload, const Ru
     // One message per business transaction, on a file of its own.
     store::Store single(FileOptions(path + "-single", run.page_size));
     f.enqueue_single = AppEnqueue(single, path + "-single", payload, run, 1);
-    Deliver(single, n, f.delivery_single, f.purge_single);
+    Deliver(single, path + "-single", n, run.list_pages ? "outbox, txn per message" : nullptr,
+            f.delivery_single, f.purge_single);
   }
   store::Store agent(FileOptions(path, run.page_size));
   f.enqueue = AppEnqueue(agent, path, payload, run, run.messages);
-  Deliver(agent, run.messages, f.delivery, f.purge);
+  Deliver(agent, path, run.messages, run.list_pages ? "outbox, one txn" : nullptr, f.delivery,
+          f.purge);
   SQLite::Statement q(agent.connection(),
                       "SELECT sql FROM sqlite_schema WHERE type = 'table' AND name = 'outbox'");
   q.executeStep();

@@ -9,6 +9,7 @@
 
 #include <map>
 #include <string>
+#include <vector>
 
 namespace outbox::bench {
 
@@ -17,5 +18,13 @@ namespace outbox::bench {
 // std::runtime_error if the file is not a WAL or holds fewer commits.
 std::map<std::string, double> PagesPerCommit(SQLite::Database& db, const std::string& wal_path,
                                              int commits);
+
+// Every commit of `wal_path`, in log order: its frames by what the page is.
+std::vector<std::map<std::string, int>> PagesOfEachCommit(SQLite::Database& db,
+                                                          const std::string& wal_path);
+
+// The distinct pages in `wal_path`'s commits: the pages its checkpoint writes
+// to the database file.
+int DistinctPages(const std::string& wal_path);
 
 }  // namespace outbox::bench
