@@ -941,13 +941,30 @@ std::vector<Row> Store::PeekDelivered(std::int64_t cutoff, int batch) {
   });
 }
 
+namespace {
+
+// One step of incremental vacuum inside a purge's own transaction: a page the
+// delete emptied and the vacuum then cuts off the file's end is never written
+// to the WAL (a commit leaves out pages past the end), and one the vacuum
+// fills with a page moved from the end is written once, not by the delete
+// and again by the move. In a transaction of its own, the delete wrote every
+// page it emptied: 453 of a 256 B message's 482 purge bytes (figure 7).
+// What is left over is for ReclaimFreePages. A no-op without auto-vacuum.
+void GiveBackAStepOfFreePages(SQLite::Database& db) { db.exec(sql::kIncrementalVacuum); }
+
+}  // namespace
+
 int Store::PurgeDelivered(std::int64_t cutoff, int batch) {
   CheckBatch(batch);
   return Wrap("purge delivered rows", [&] {
-    StatementUse q(impl_->Prepare(sql::kPurgeDelivered));
-    q->bind(1, cutoff);
-    q->bind(2, batch);
-    return q->exec();
+    return impl_->Atomically([&] {
+      StatementUse q(impl_->Prepare(sql::kPurgeDelivered));
+      q->bind(1, cutoff);
+      q->bind(2, batch);
+      const int deleted = q->exec();
+      if (deleted > 0) GiveBackAStepOfFreePages(*impl_->db);
+      return deleted;
+    });
   });
 }
 
@@ -961,6 +978,7 @@ int Store::DeleteDelivered(const std::vector<std::int64_t>& ids) {
         deleted += q->exec();
         q->reset();
       }
+      if (deleted > 0) GiveBackAStepOfFreePages(*impl_->db);
       return deleted;
     });
   });

@@ -145,8 +145,9 @@ double AppEnqueue(store::Store& agent, const std::string& path, const std::strin
 // belongs to (`steps`, one per commit in log order), and the pages its
 // checkpoint will write.
 void ListSteps(store::Store& agent, const std::string& path, int n,
-               const std::vector<std::string>& steps, const char* what) {
-  const auto commits = outbox::bench::PagesOfEachCommit(agent.connection(), path + "-wal");
+               const std::vector<std::string>& steps, const char* what,
+               const outbox::bench::PageOwners* owners = nullptr) {
+  const auto commits = outbox::bench::PagesOfEachCommit(agent.connection(), path + "-wal", owners);
   if (commits.size() != steps.size()) {
     std::printf("@pages\t%s\t%zu commits in the log, %zu expected: not listed\n", what,
                 commits.size(), steps.size());
@@ -191,6 +192,9 @@ void Deliver(store::Store& agent, const std::string& path, int n, const char* li
   delivery = static_cast<double>(Since(before)) / n;
   before = Written().total();
   steps.clear();
+  // The purge frees its pages: they are named by what they were before it.
+  const outbox::bench::PageOwners owners =
+      list != nullptr ? outbox::bench::OwnersNow(agent.connection()) : outbox::bench::PageOwners{};
   while (agent.PurgeDelivered(kFarFuture, 1000) > 0) steps.emplace_back("delete");
   const std::int64_t deleted = Since(before);
   agent.ReclaimFreePages();
@@ -198,7 +202,7 @@ void Deliver(store::Store& agent, const std::string& path, int n, const char* li
   if (list != nullptr) {
     steps.resize(outbox::bench::PagesOfEachCommit(agent.connection(), path + "-wal").size(),
                  "incremental vacuum");
-    ListSteps(agent, path, n, steps, (std::string(list) + " purge").c_str());
+    ListSteps(agent, path, n, steps, (std::string(list) + " purge").c_str(), &owners);
   }
   agent.Checkpoint();
   purge = static_cast<double>(Since(before)) / n;

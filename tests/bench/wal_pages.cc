@@ -33,8 +33,9 @@ std::vector<std::vector<std::uint32_t>> Commits(const std::string& wal_path) {
   return commits;
 }
 
-// What each page is, by dbstat (which sees the log's committed pages).
-std::map<std::uint32_t, std::string> PageOwners(SQLite::Database& db) {
+}  // namespace
+
+PageOwners OwnersNow(SQLite::Database& db) {
   std::map<std::uint32_t, std::string> owners;
   SQLite::Statement q(db, "SELECT pageno, name, pagetype FROM dbstat");
   while (q.executeStep()) {
@@ -44,6 +45,8 @@ std::map<std::uint32_t, std::string> PageOwners(SQLite::Database& db) {
   }
   return owners;
 }
+
+namespace {
 
 // Pointer-map pages of an auto-vacuum file: page 2, then every
 // usable/5 + 1 pages (btree.c, PTRMAP_PAGENO).
@@ -55,8 +58,9 @@ bool IsPointerMap(std::uint32_t page, std::uint32_t usable) {
 }  // namespace
 
 std::vector<std::map<std::string, int>> PagesOfEachCommit(SQLite::Database& db,
-                                                          const std::string& wal_path) {
-  const std::map<std::uint32_t, std::string> owners = PageOwners(db);
+                                                          const std::string& wal_path,
+                                                          const PageOwners* snapshot) {
+  const PageOwners owners = snapshot != nullptr ? *snapshot : OwnersNow(db);
   SQLite::Statement info(db, "SELECT page_size, (SELECT auto_vacuum FROM pragma_auto_vacuum)"
                              " FROM pragma_page_size");
   info.executeStep();

@@ -7,6 +7,7 @@
 
 #include <SQLiteCpp/Database.h>
 
+#include <cstdint>
 #include <map>
 #include <string>
 #include <vector>
@@ -19,9 +20,16 @@ namespace outbox::bench {
 std::map<std::string, double> PagesPerCommit(SQLite::Database& db, const std::string& wal_path,
                                              int commits);
 
-// Every commit of `wal_path`, in log order: its frames by what the page is.
+// What each page of `db` is now, by dbstat (committed pages, the log's too).
+using PageOwners = std::map<std::uint32_t, std::string>;
+PageOwners OwnersNow(SQLite::Database& db);
+
+// Every commit of `wal_path`, in log order: its frames by what the page is,
+// as `owners` names them (by default what the pages are now; a snapshot
+// taken before the commits names the pages they freed).
 std::vector<std::map<std::string, int>> PagesOfEachCommit(SQLite::Database& db,
-                                                          const std::string& wal_path);
+                                                          const std::string& wal_path,
+                                                          const PageOwners* owners = nullptr);
 
 // The distinct pages in `wal_path`'s commits: the pages its checkpoint writes
 // to the database file.

@@ -696,12 +696,16 @@ class Store {
                 std::int64_t now);
   // Deletes up to `batch` delivered rows with updated_at < cutoff. Call
   // repeatedly until it returns less than `batch`; each call is one short
-  // write transaction.
+  // write transaction (or joins the caller's), which also gives back up to
+  // 128 free pages as ReclaimFreePages does, so that the pages the delete
+  // empties are not written to the WAL only to be freed; call
+  // ReclaimFreePages after the last batch for the rest.
   int PurgeDelivered(std::int64_t cutoff, int batch);
   // Rows that PurgeDelivered(cutoff, batch) would delete, for archiving
   // before deletion.
   std::vector<Row> PeekDelivered(std::int64_t cutoff, int batch);
-  // Deletes these rows if they are still delivered (after archiving them).
+  // Deletes these rows if they are still delivered (after archiving them);
+  // gives back free pages as PurgeDelivered does.
   int DeleteDelivered(const std::vector<std::int64_t>& ids);
   // Deletes up to `batch` dead rows chosen by `selector`.
   int PurgeDead(const DeadSelector& selector, int batch);
