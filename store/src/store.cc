@@ -943,14 +943,24 @@ std::vector<Row> Store::PeekDelivered(std::int64_t cutoff, int batch) {
 
 namespace {
 
-// One step of incremental vacuum inside a purge's own transaction: a page the
-// delete emptied and the vacuum then cuts off the file's end is never written
-// to the WAL (a commit leaves out pages past the end), and one the vacuum
-// fills with a page moved from the end is written once, not by the delete
-// and again by the move. In a transaction of its own, the delete wrote every
-// page it emptied: 453 of a 256 B message's 482 purge bytes (figure 7).
-// What is left over is for ReclaimFreePages. A no-op without auto-vacuum.
-void GiveBackAStepOfFreePages(SQLite::Database& db) { db.exec(sql::kIncrementalVacuum); }
+// Gives every free page back inside a purge's own transaction when they fit
+// in one step of incremental vacuum (sql::kIncrementalVacuum, 128 pages): a
+// page the delete emptied and the vacuum cuts off the file's end is then
+// never written to the WAL (a commit leaves out pages past the end), and one
+// the vacuum fills with a page moved from the end is written once, not by
+// the delete and again by the move. In a transaction of its own, the delete
+// wrote every page it emptied: 453 of a 256 B message's 482 purge bytes
+// (figure 7). More free pages than a step (large payloads, whose overflow
+// pages a delete frees without writing them) are left to ReclaimFreePages:
+// a step would move pages from the file's end that the next batch may free.
+// A no-op without auto-vacuum.
+void GiveBackFreePagesIfOneStep(SQLite::Database& db) {
+  constexpr std::int64_t kStep = 128;
+  SQLite::Statement count(db, sql::kFreelistCount);
+  if (count.executeStep() && count.getColumn(0).getInt64() <= kStep) {
+    db.exec(sql::kIncrementalVacuum);
+  }
+}
 
 }  // namespace
 
@@ -962,7 +972,7 @@ int Store::PurgeDelivered(std::int64_t cutoff, int batch) {
       q->bind(1, cutoff);
       q->bind(2, batch);
       const int deleted = q->exec();
-      if (deleted > 0) GiveBackAStepOfFreePages(*impl_->db);
+      if (deleted > 0) GiveBackFreePagesIfOneStep(*impl_->db);
       return deleted;
     });
   });
@@ -978,7 +988,7 @@ int Store::DeleteDelivered(const std::vector<std::int64_t>& ids) {
         deleted += q->exec();
         q->reset();
       }
-      if (deleted > 0) GiveBackAStepOfFreePages(*impl_->db);
+      if (deleted > 0) GiveBackFreePagesIfOneStep(*impl_->db);
       return deleted;
     });
   });

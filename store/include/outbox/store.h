@@ -696,10 +696,11 @@ class Store {
                 std::int64_t now);
   // Deletes up to `batch` delivered rows with updated_at < cutoff. Call
   // repeatedly until it returns less than `batch`; each call is one short
-  // write transaction (or joins the caller's), which also gives back up to
-  // 128 free pages as ReclaimFreePages does, so that the pages the delete
-  // empties are not written to the WAL only to be freed; call
-  // ReclaimFreePages after the last batch for the rest.
+  // write transaction (or joins the caller's). When the file's free pages
+  // then fit in one step of ReclaimFreePages (128), it gives them back in
+  // the same transaction, so that the pages the delete empties are not
+  // written to the WAL only to be freed; call ReclaimFreePages after the
+  // last batch for the rest.
   int PurgeDelivered(std::int64_t cutoff, int batch);
   // Rows that PurgeDelivered(cutoff, batch) would delete, for archiving
   // before deletion.
