@@ -89,7 +89,7 @@ Delivery DeliveryWorker::ToDelivery(const Loaded& item) {
   d.key = item.row.key;
   d.message_id = item.message_id;
   d.payload = item.row.payload;
-  d.headers = &item.headers;
+  d.headers = item.headers;
   d.attempt = AttemptsPlus(item.row.attempts, 1);
   d.created_at_ms = item.row.created_at;
   if (item.row.schema_version) d.schema_version = *item.row.schema_version;
@@ -231,7 +231,7 @@ void DeliveryWorker::FinishDelivered(Route& route, std::span<Loaded> items,
   // completion's cost (benchmark figure 3, batch mode).
   const bool one_task = items.size() > 1 && !(route.hooks && route.hooks->on_delivered) &&
                         !(dispatcher_ != nullptr && route.options.ordering.by_key);
-  std::vector<store::Lease> leases;
+  std::vector<store::DeliveredLease> leases;
   if (one_task) leases.reserve(items.size());
   for (const Loaded& item : items) {
     // In doubles: created_at may hold anything another application wrote,
@@ -244,7 +244,7 @@ void DeliveryWorker::FinishDelivered(Route& route, std::span<Loaded> items,
     }
     const store::Lease lease = item.lease;
     if (one_task) {
-      leases.push_back(lease);
+      leases.push_back({lease, now});
       rt_.log->debug("delivered topic={} id={}", item.row.topic, item.row.id);
       continue;
     }
@@ -253,7 +253,7 @@ void DeliveryWorker::FinishDelivered(Route& route, std::span<Loaded> items,
       Answer given;
       if (answer != nullptr) {
         given.status_code = answer->http_status;
-        given.response = answer->response.substr(0, kMaxResponseBytes);
+        given.response = answer->response_body.substr(0, kMaxResponseBytes);
       }
       task = DeliveredTask(rt_, route.hooks, lease, item.row, std::move(given),
                            route.options.retry, now);
@@ -270,9 +270,7 @@ void DeliveryWorker::FinishDelivered(Route& route, std::span<Loaded> items,
     rt_.log->debug("delivered topic={} id={}", item.row.topic, item.row.id);
   }
   if (one_task) {
-    rt_.writer->Submit({[leases = std::move(leases), now](store::Store& s) {
-                          s.CompleteAll(leases, now);
-                        },
+    rt_.writer->Submit({[leases = std::move(leases)](store::Store& s) { s.Complete(leases); },
                         {},
                         /*deferrable=*/true});
   }

@@ -12,34 +12,6 @@ HandlerResult Handler::HandleBatch(std::span<const Delivery> deliveries) {
   }
   return {};
 }
-namespace {
-
-transport::Message ToMessage(const Delivery& delivery) {
-  transport::Message message;
-  message.id = delivery.message_id;
-  message.topic = delivery.topic;
-  message.key = delivery.key;
-  message.payload = delivery.payload;
-  if (delivery.headers != nullptr) message.headers = *delivery.headers;
-  message.created_at_ms = delivery.created_at_ms;
-  message.schema_version = delivery.schema_version;
-  return message;
-}
-
-HandlerResult FromResult(transport::Result result) {
-  HandlerResult out;
-  out.outcome = result.outcome;
-  out.http_status = result.http_status;
-  out.endpoint_gone = result.endpoint_gone;
-  out.configuration_failure = result.configuration_failure;
-  out.retry_after_ms = result.retry_after_ms;
-  out.error = std::move(result.error);
-  out.response = std::move(result.response_body);
-  return out;
-}
-
-}  // namespace
-
 SinkHandler::SinkHandler(transport::EndpointOptions options,
                          const std::map<std::string, std::string, std::less<>>&
                              url_by_schema_version) {
@@ -69,7 +41,7 @@ transport::Sink& SinkHandler::SinkFor(const Delivery& delivery) const {
 }
 
 HandlerResult SinkHandler::Handle(const Delivery& delivery) {
-  return FromResult(SinkFor(delivery).Push(ToMessage(delivery)));
+  return SinkFor(delivery).Push(delivery);
 }
 
 // A batch-mode endpoint always gets the batch format, even with one member:
@@ -84,12 +56,12 @@ HandlerResult SinkHandler::HandleBatch(std::span<const Delivery> deliveries) {
     auto group = std::find_if(groups.begin(), groups.end(),
                               [sink](const auto& entry) { return entry.first == sink; });
     if (group == groups.end()) group = groups.insert(groups.end(), {sink, {}});
-    group->second.push_back(ToMessage(delivery));
+    group->second.push_back(static_cast<const transport::Message&>(delivery));
   }
   HandlerResult result;
   for (auto& [sink, messages] : groups) {
     try {
-      result = FromResult(sink->PushBatch(messages));
+      result = sink->PushBatch(messages);
     } catch (const std::invalid_argument& e) {
       if (messages.size() < 2) throw;
       // Over the sink's own bound (batch.max_bytes, batch.max_messages),

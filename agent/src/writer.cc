@@ -169,7 +169,7 @@ void Writer::ApplyAndCommit(std::deque<Item>& segment, Item*& current) {
     std::vector<const NextOfKey*> next_of;
     const auto record = [&] {
       current = nullptr;
-      if (!completions.empty()) store_->CompleteEach(completions);
+      if (!completions.empty()) store_->Complete(completions);
       completions.clear();
       if (!next_of.empty()) ClaimSuccessors(*store_, next_of, successors);
       next_of.clear();

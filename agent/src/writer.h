@@ -71,7 +71,7 @@ class Writer {
     std::function<void(store::Store&, const std::string& error)> apply_after_abort = nullptr;
     // A plain completion (Store::Complete of this lease at this time),
     // recorded before `apply` runs (which may then be empty). The writer
-    // records consecutive ones with one statement (Store::CompleteEach).
+    // records consecutive ones in one call (Store::Complete of a span).
     std::optional<store::DeliveredLease> complete = std::nullopt;
     // With `complete`: the key whose next row is claimed in the same
     // transaction, after the plain completions queued before the next task

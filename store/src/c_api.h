@@ -32,14 +32,24 @@ using StatementPtr = std::unique_ptr<sqlite3_stmt, StatementDeleter>;
   ThrowCode(context, sqlite3_extended_errcode(db), sqlite3_errmsg(db));
 }
 
-// A write transaction (BEGIN IMMEDIATE) on a bare connection, rolled back on
-// scope exit unless committed. The guard for every transaction the store
-// opens on an application's connection.
+// The store's one transaction guard: rolled back on scope exit unless
+// committed. It works on a bare sqlite3* because the producer and the inbox
+// run on the application's connection, which SQLiteCpp does not wrap; the
+// store's own connections pass getHandle(), so every transaction the store
+// opens begins, commits and reports failures the same way.
 class RawTransaction {
  public:
+  // IMMEDIATE takes the write lock at BEGIN (every write transaction: a
+  // writer waits there, under the busy timeout, instead of failing at its
+  // first write when another connection wrote meanwhile); DEFERRED is for a
+  // consistent read of several statements.
+  enum class Begin { kImmediate, kDeferred };
+
   // `context` prefixes error messages ("enqueue" → "enqueue: begin: ...").
-  RawTransaction(sqlite3* db, const std::string& context) : db_(db), context_(context) {
-    if (sqlite3_exec(db_, "BEGIN IMMEDIATE", nullptr, nullptr, nullptr) != SQLITE_OK) {
+  RawTransaction(sqlite3* db, const std::string& context, Begin begin = Begin::kImmediate)
+      : db_(db), context_(context) {
+    const char* text = begin == Begin::kImmediate ? "BEGIN IMMEDIATE" : "BEGIN DEFERRED";
+    if (sqlite3_exec(db_, text, nullptr, nullptr, nullptr) != SQLITE_OK) {
       ThrowSqlite(db_, Context("begin"));
     }
     open_ = true;

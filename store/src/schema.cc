@@ -2,7 +2,6 @@
 //
 // The file belongs to the application: we never touch PRAGMA user_version
 // and keep our version in our own table, outbox_meta.
-#include <SQLiteCpp/Transaction.h>
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -108,7 +107,7 @@ SchemaState EnsureSchema(SQLite::Database& db, bool fresh_file,
 
   // IMMEDIATE: two processes running init at once serialise here, and the
   // second sees the first one's version.
-  SQLite::Transaction txn(db, SQLite::TransactionBehavior::IMMEDIATE);
+  c_api::RawTransaction txn(db.getHandle(), "open database");
   SchemaState state = ReadSchema(db);
   if (state.version == 0) {
     SQLite::Statement has_outbox(db, sql::kHasOutboxTable);
@@ -137,7 +136,7 @@ SchemaState EnsureSchema(SQLite::Database& db, bool fresh_file,
     // Written once: the message ids of every row depend on it.
     db.exec(sql::kInitDatabaseId);
   }
-  txn.commit();
+  txn.Commit();
   return ReadSchema(db);
 }
 

@@ -1005,9 +1005,15 @@ inline constexpr char kComplete[] =
     "UPDATE outbox SET status = 1, delivered_at = ?3, lease_owner = NULL, lease_expires_at = NULL,"
     " quarantined = 0, last_error = NULL, updated_at = ?3"
     " WHERE id = ?1 AND status = 3 AND lease_token = ?2";
-// kComplete for many leases in one statement: one statement journal, one
-// halt and one step instead of one per row (an acknowledged batch). ?1 is a
-// JSON object {"id": token, ...}. "+status" keeps the planner off
+// The completion statements (Store::Complete, the one entry that picks
+// among them): kComplete for one row, kCompleteEachN for up to 32 rows each
+// at its own time, kCompleteMany for more than 32 rows at one time.
+//
+// kCompleteMany serves alone the acknowledged batch beyond the largest
+// chunk: 100 rows at one time cost 0.89x the time per row of the VALUES
+// chunks (32 + 32 + 32 + 4: four statements), the same at 32 rows or fewer
+// (a store micro-benchmark, statement time only, docs/performance.md). ?1 is
+// a JSON object {"id": token, ...}. "+status" keeps the planner off
 // outbox_claim's (status = 3) range, which would walk every row in flight:
 // each lease is one rowid seek.
 // ?1 leases, ?2 now
@@ -1024,7 +1030,7 @@ inline constexpr char kReschedule[] =
     " quarantined = 0, last_attempt_at = ?3, updated_at = ?3"
     " WHERE id = ?1 AND status = 3 AND lease_token = ?2";
 
-// kComplete for N leases in one statement (Store::CompleteEach): each row
+// kComplete for N leases in one statement (Store::Complete): each row
 // is guarded and changed exactly as by kComplete, with its own time. The
 // statement's own cost (about a third of a single completion's
 // instructions: a statement journal, the trigger program's frames, the
@@ -1208,18 +1214,6 @@ inline constexpr char kWaitsFor[] =
     "        AND coalesce(p.dead_reason, '') NOT IN ('expired', 'cancelled')))"
     " ORDER BY p.id LIMIT 1)";
 
-// ?1 now, ?2 id or NULL, ?3 topic or NULL, ?4 all (0/1)
-#define OUTBOX_DEAD_SELECTOR                                                   \
-  " status = 2 AND ((?2 IS NOT NULL AND id = ?2)"                              \
-  " OR (?3 IS NOT NULL AND topic = ?3) OR ?4 = 1)"
-inline constexpr char kRetryDead[] =
-    "UPDATE outbox SET status = 0, attempts = 0, crashes = 0, quarantined = 0, dead_reason = NULL,"
-    " next_attempt_at = ?1, updated_at = ?1, operator_retries = operator_retries + 1"
-    " WHERE" OUTBOX_DEAD_SELECTOR " RETURNING id";
-inline constexpr char kAudit[] =
-    "INSERT INTO outbox_audit(at, actor, action, row_id, detail, rows, host)"
-    " VALUES(?, ?, ?, ?, ?, ?, ?)";
-
 // ?1 cutoff, ?2 batch
 inline constexpr char kPeekDelivered[] =
     "SELECT " OUTBOX_ROW_COLUMNS " FROM outbox_message"
@@ -1228,18 +1222,11 @@ inline constexpr char kPurgeDelivered[] =
     "DELETE FROM outbox WHERE id IN (SELECT id FROM outbox"
     " WHERE status = 1 AND updated_at < ?1 ORDER BY updated_at, id LIMIT ?2)";
 inline constexpr char kDeleteDelivered[] = "DELETE FROM outbox WHERE id = ? AND status = 1";
-// ?1 batch, ?2 id or NULL, ?3 topic or NULL, ?4 all
-inline constexpr char kPurgeDead[] =
-    "DELETE FROM outbox WHERE id IN (SELECT id FROM outbox WHERE" OUTBOX_DEAD_SELECTOR
-    " LIMIT ?1)";
 
 // --- reads -------------------------------------------------------------------
 
 inline constexpr char kGetRow[] =
     "SELECT " OUTBOX_ROW_COLUMNS " FROM outbox_message WHERE id = ?";
-inline constexpr char kGetLeased[] =
-    "SELECT " OUTBOX_ROW_COLUMNS " FROM outbox_message"
-    " WHERE id = ? AND status = 3 AND lease_token = ?";
 // ?1 status or NULL, ?2 topic or NULL, ?3 after id, ?4 limit
 inline constexpr char kList[] =
     "SELECT " OUTBOX_ROW_COLUMNS " FROM outbox_message"

@@ -129,24 +129,6 @@ Row ReadRow(SQLite::Statement& q) {
   return row;
 }
 
-void BindSelector(SQLite::Statement& q, const DeadSelector& selector) {
-  const int chosen = (selector.id ? 1 : 0) + (selector.topic ? 1 : 0) + (selector.all ? 1 : 0);
-  if (chosen != 1) {
-    throw std::invalid_argument("selector: choose exactly one of id, topic or all");
-  }
-  if (selector.id) {
-    q.bind(2, *selector.id);
-  } else {
-    q.bind(2);
-  }
-  if (selector.topic) {
-    q.bind(3, *selector.topic);
-  } else {
-    q.bind(3);
-  }
-  q.bind(4, selector.all ? 1 : 0);
-}
-
 void CheckBatch(int batch) {
   if (batch < 1) throw std::invalid_argument("batch: expected a positive integer");
 }
@@ -671,7 +653,50 @@ int Store::ParkBehindDeadHeads(std::string_view topic, std::int64_t now) {
   });
 }
 
-int Store::CompleteEach(std::span<const DeliveredLease> delivered) {
+namespace {
+
+// The leases as the JSON object kCompleteMany reads: {"id": token, ...}.
+std::string LeasesJson(std::span<const DeliveredLease> delivered) {
+  std::string json;
+  json.reserve(delivered.size() * 24 + 2);
+  json += '{';
+  for (const DeliveredLease& each : delivered) {
+    if (json.size() > 1) json += ',';
+    json += '"';
+    json += std::to_string(each.lease.id);
+    json += "\":";
+    json += std::to_string(each.lease.token);
+  }
+  json += '}';
+  return json;
+}
+
+// More rows than the largest VALUES chunk, all at one time (an acknowledged
+// batch): one JSON statement instead of several chunks.
+bool OneTimeBeyondChunks(std::span<const DeliveredLease> delivered) {
+  return delivered.size() > 32 &&
+         std::all_of(delivered.begin(), delivered.end(),
+                     [&](const DeliveredLease& each) { return each.now == delivered.front().now; });
+}
+
+}  // namespace
+
+int Store::Complete(std::span<const DeliveredLease> delivered) {
+  if (delivered.empty()) return 0;
+  if (delivered.size() == 1) {
+    return Wrap("complete", [&] {
+      return impl_->Transition(sql::kComplete, delivered[0].lease, delivered[0].now) ? 1 : 0;
+    });
+  }
+  if (OneTimeBeyondChunks(delivered)) {
+    const std::string json = LeasesJson(delivered);
+    return Wrap("complete", [&] {
+      StatementUse q(impl_->Prepare(sql::kCompleteMany));
+      q->bind(1, json);
+      q->bind(2, delivered.front().now);
+      return q->exec();
+    });
+  }
   return Wrap("complete", [&] {
     return impl_->Atomically([&] {
       // Chunks of 32, 16, ... rows: a handful of prepared statements serve
@@ -707,28 +732,8 @@ int Store::CompleteEach(std::span<const DeliveredLease> delivered) {
 }
 
 bool Store::Complete(const Lease& lease, std::int64_t now) {
-  return Wrap("complete", [&] { return impl_->Transition(sql::kComplete, lease, now); });
-}
-
-int Store::CompleteAll(std::span<const Lease> leases, std::int64_t now) {
-  if (leases.empty()) return 0;
-  std::string json;
-  json.reserve(leases.size() * 24 + 2);
-  json += '{';
-  for (const Lease& lease : leases) {
-    if (json.size() > 1) json += ',';
-    json += '"';
-    json += std::to_string(lease.id);
-    json += "\":";
-    json += std::to_string(lease.token);
-  }
-  json += '}';
-  return Wrap("complete", [&] {
-    StatementUse q(impl_->Prepare(sql::kCompleteMany));
-    q->bind(1, json);
-    q->bind(2, now);
-    return q->exec();
-  });
+  const DeliveredLease one{lease, now};
+  return Complete(std::span<const DeliveredLease>(&one, 1)) == 1;
 }
 
 bool Store::Reschedule(const Lease& lease, bool count_attempt, std::int64_t next_attempt_at,
@@ -902,33 +907,6 @@ bool Store::RecordCrashError(std::int64_t id, std::string_view error) {
   });
 }
 
-int Store::RetryDead(const DeadSelector& selector, std::string_view actor, std::int64_t now) {
-  return Wrap("retry dead rows", [&] {
-    return impl_->Atomically([&] {
-      std::vector<std::int64_t> ids;
-      {
-        StatementUse q(impl_->Prepare(sql::kRetryDead));
-        q->bind(1, now);
-        BindSelector(*q, selector);
-        while (q->executeStep()) ids.push_back(q->getColumn(0).getInt64());
-      }
-      StatementUse audit(impl_->Prepare(sql::kAudit));
-      for (std::int64_t id : ids) {
-        audit->bind(1, now);
-        audit->bind(2, std::string(actor));
-        audit->bind(3, "retry");
-        audit->bind(4, id);
-        audit->bind(5);
-        audit->bind(6, 1);
-        audit->bind(7);
-        audit->exec();
-        audit->reset();
-      }
-      return static_cast<int>(ids.size());
-    });
-  });
-}
-
 std::vector<Row> Store::PeekDelivered(std::int64_t cutoff, int batch) {
   CheckBatch(batch);
   return Wrap("read delivered rows", [&] {
@@ -991,16 +969,6 @@ int Store::DeleteDelivered(const std::vector<std::int64_t>& ids) {
       if (deleted > 0) GiveBackFreePagesIfOneStep(*impl_->db);
       return deleted;
     });
-  });
-}
-
-int Store::PurgeDead(const DeadSelector& selector, int batch) {
-  CheckBatch(batch);
-  return Wrap("purge dead rows", [&] {
-    StatementUse q(impl_->Prepare(sql::kPurgeDead));
-    q->bind(1, batch);
-    BindSelector(*q, selector);
-    return q->exec();
   });
 }
 
@@ -1109,36 +1077,6 @@ std::optional<Row> Store::Get(std::int64_t id) {
   });
 }
 
-std::optional<Row> Store::GetLeased(const Lease& lease) {
-  return Wrap("read leased row", [&]() -> std::optional<Row> {
-    StatementUse q(impl_->Prepare(sql::kGetLeased));
-    q->bind(1, lease.id);
-    q->bind(2, lease.token);
-    if (!q->executeStep()) return std::nullopt;
-    return ReadRow(*q);
-  });
-}
-
-std::vector<std::optional<Row>> Store::GetLeased(std::span<const Lease> leases) {
-  return Wrap("read leased rows", [&] {
-    std::vector<std::optional<Row>> rows;
-    rows.reserve(leases.size());
-    std::optional<SQLite::Transaction> read;
-    if (leases.size() > 1 && !impl_->InTransaction()) {
-      read.emplace(*impl_->db, SQLite::TransactionBehavior::DEFERRED);
-    }
-    StatementUse q(impl_->Prepare(sql::kGetLeased));
-    for (const Lease& lease : leases) {
-      q->bind(1, lease.id);
-      q->bind(2, lease.token);
-      rows.push_back(q->executeStep() ? std::optional<Row>(ReadRow(*q)) : std::nullopt);
-      q->reset();
-    }
-    if (read) read->commit();
-    return rows;
-  });
-}
-
 std::vector<Row> Store::List(const ListFilter& filter) {
   if (filter.limit < 1) throw std::invalid_argument("limit: expected a positive integer");
   return Wrap("list rows", [&] {
@@ -1165,7 +1103,8 @@ Stats Store::GetStats(std::optional<std::int64_t> now) {
   Stats stats;
   Wrap("read stats", [&] {
     // One read transaction, so the numbers agree with each other.
-    SQLite::Transaction read(*impl_->db, SQLite::TransactionBehavior::DEFERRED);
+    c_api::RawTransaction read(impl_->db->getHandle(), "read stats",
+                               c_api::RawTransaction::Begin::kDeferred);
     {
       StatementUse q(impl_->Prepare(sql::kStatsByTopic));
       if (now) {
@@ -1189,7 +1128,7 @@ Stats Store::GetStats(std::optional<std::int64_t> now) {
       if (q->executeStep()) stats.db_bytes = q->getColumn(0).getInt64();
     }
     stats.limits = GetLimits();
-    read.commit();
+    read.Commit();
   });
   struct stat wal {};
   if (!IsMemoryPath(impl_->options.path) &&

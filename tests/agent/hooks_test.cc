@@ -168,9 +168,9 @@ TEST_F(HooksTest, AnOperatorRetryOfAHookDeadMessageRetriesTheCompletionNotTheSen
     store::Options admin;
     admin.path = db_path_;
     store::Store s(admin);
-    store::DeadSelector which;
+    store::RowSelector which;
     which.id = id;
-    s.RetryDead(which, "test", clock_->WallMs());
+    store::Operator(s).Retry(which, {"test", "host"}, clock_->WallMs());
   }
   agent.NotifyExternalCommit();
   ASSERT_TRUE(WaitFor([&] { return Row(id).status == store::Status::kDelivered; }));

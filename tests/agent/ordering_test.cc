@@ -243,7 +243,9 @@ TEST_F(OrderingAgentTest, DeadHeadBlocksItsKeyUntilAnOperatorRetriesIt) {
     store::Options admin;
     admin.path = db_path_;
     store::Store s(admin);
-    ASSERT_EQ(s.RetryDead({head, std::nullopt, false}, "test", clock_->WallMs()), 1);
+    store::RowSelector which;
+    which.id = head;
+    ASSERT_EQ(store::Operator(s).Retry(which, {"test", "host"}, clock_->WallMs()), 1);
   }
   agent.NotifyExternalCommit();
   ASSERT_TRUE(WaitFor([&] { return log_.Of("a").size() == 3; }));

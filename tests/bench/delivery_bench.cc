@@ -121,7 +121,7 @@ std::vector<RawRequest> SameRequests(const std::string& url, const std::string& 
   const std::int64_t now_s = WallMs() / 1000;
   if (batch == 1) {
     for (int i = 0; i < n; ++i) {
-      transport::Message m{.id = ids[static_cast<std::size_t>(i)], .topic = kTopic,
+      transport::Message m{.message_id = ids[static_cast<std::size_t>(i)], .topic = kTopic,
                            .payload = payloads[static_cast<std::size_t>(i)]};
       std::string body = transport::BuildBody(options, m);
       const transport::Headers headers = transport::BuildHeaders(options, m, body, now_s);
@@ -132,7 +132,7 @@ std::vector<RawRequest> SameRequests(const std::string& url, const std::string& 
   for (std::size_t first = 0; first < static_cast<std::size_t>(n); first += batch) {
     std::vector<transport::Message> members;
     for (std::size_t i = first; i < std::min(first + batch, static_cast<std::size_t>(n)); ++i) {
-      members.push_back({.id = ids[i], .topic = kTopic, .payload = payloads[i],
+      members.push_back({.message_id = ids[i], .topic = kTopic, .payload = payloads[i],
                          .created_at_ms = WallMs()});
     }
     std::string body = transport::BuildNdjsonBatch(members);
@@ -320,7 +320,7 @@ class LatencyRig {
     for (int i = 0; i < samples; ++i) {
       const std::string key = "r" + std::to_string(++key_);
       const std::string id = transport::MessageId(agent_->database_id(), kTopic, key);
-      transport::Message m{.id = id, .topic = kTopic, .payload = payload_};
+      transport::Message m{.message_id = id, .topic = kTopic, .payload = payload_};
       const RawRequest request(payload_, transport::BuildHeaders(options, m, payload_, 0));
       app_->Run(begin_.get());
       InsertOrder();

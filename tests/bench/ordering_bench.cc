@@ -140,7 +140,7 @@ void HotKey(const Settings& settings, WorkDir& dir, const std::string& url) {
   for (int i = 0; i < n; ++i) {
     const std::string id = transport::MessageId(rig.database_id(), "t", "k" + std::to_string(i));
     const std::string payload = Payload256(i);
-    transport::Message m{.id = id, .topic = "t", .payload = payload};
+    transport::Message m{.message_id = id, .topic = "t", .payload = payload};
     std::string body = transport::BuildBody(options, m);
     requests.emplace_back(body, transport::BuildHeaders(options, m, body, now_s));
   }

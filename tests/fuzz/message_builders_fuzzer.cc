@@ -83,7 +83,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   } catch (const std::invalid_argument&) {
   }
   transport::Message message;
-  message.id = id;
+  message.message_id = id;
   message.topic = topic;
   message.payload = payload;
   message.headers = row;

@@ -29,7 +29,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   }();
   const std::string id(64, 'a');
   transport::Message message;
-  message.id = id;
+  message.message_id = id;
   message.topic = "t";
   message.payload = "{}";
   message.headers = row;

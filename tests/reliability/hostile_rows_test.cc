@@ -372,7 +372,7 @@ TEST_F(HostileRowsTest, EveryHostileRowEndsDefinedAndTheOthersAreDelivered) {
 TEST(HostileValues, TimesOutsideRfc3339ClampToItsRange) {
   const std::string payload = "{}";
   transport::Message message;
-  message.id = "id";
+  message.message_id = "id";
   message.topic = "t";
   message.payload = payload;
   message.created_at_ms = std::numeric_limits<std::int64_t>::min();
@@ -391,7 +391,7 @@ TEST(HostileValues, TextCutInsideAUtf8SequenceIsRefusedWithoutOverreading) {
   const std::string topic(std::string_view("tttttttttttttttttttt\xe0"));
   const std::string payload = "{}";
   transport::Message message;
-  message.id = "id";
+  message.message_id = "id";
   message.topic = topic;
   message.payload = payload;
   transport::EndpointOptions options;

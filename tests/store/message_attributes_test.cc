@@ -173,9 +173,9 @@ TEST_F(MessageAttributesTest, DeadRowsSayWhyAndARetryForgetsIt) {
   ASSERT_TRUE(claimed);
   ASSERT_TRUE(store_.MarkDead(claimed->lease, true, "HTTP 422", dead_reason::kPermanent, now));
   EXPECT_EQ(store_.Get(id)->dead_reason, "permanent");
-  DeadSelector selector;
+  RowSelector selector;
   selector.id = id;
-  ASSERT_EQ(store_.RetryDead(selector, "operator", now), 1);
+  ASSERT_EQ(Operator(store_).Retry(selector, {"operator", "host"}, now), 1);
   EXPECT_FALSE(store_.Get(id)->dead_reason);
 }
 

@@ -66,6 +66,18 @@ class OrderingTest : public ::testing::Test {
     ASSERT_TRUE(store_.MarkDead(Claim(id), true, "x", reason, kNow));
   }
 
+  // The operator's retry and purge of one dead row (outboxctl's path).
+  int RetryDead(std::int64_t id) {
+    RowSelector selector;
+    selector.id = id;
+    return Operator(store_).Retry(selector, {"test", "host"}, kNow);
+  }
+  int PurgeDead(std::int64_t id) {
+    RowSelector selector;
+    selector.id = id;
+    return Operator(store_).PurgeDeadBatch(selector, 10);
+  }
+
   int inserted_ = 0;
   Store store_;
 };
@@ -165,7 +177,7 @@ TEST_F(OrderingTest, DeadHeadBlocksItsKeyUntilAnOperatorRetriesIt) {
   EXPECT_EQ(heads[0].id, a1);
   EXPECT_EQ(store_.WaitsFor(a2)->id, a1);
 
-  ASSERT_EQ(store_.RetryDead({a1, std::nullopt, false}, "test", kNow), 1);
+  ASSERT_EQ(RetryDead(a1), 1);
   EXPECT_EQ(ClaimIds("t"), (std::vector<std::int64_t>{a1}));
   EXPECT_EQ(store_.BlockedKeyCount(kNow), 0);
 }
@@ -174,7 +186,7 @@ TEST_F(OrderingTest, PurgingADeadHeadUnblocksItsKey) {
   const auto a1 = Insert("t", "a");
   const auto a2 = Insert("t", "a");
   Dead(a1, "attempts");
-  ASSERT_EQ(store_.PurgeDead({a1, std::nullopt, false}, 10), 1);
+  ASSERT_EQ(PurgeDead(a1), 1);
   EXPECT_EQ(ClaimIds("t"), (std::vector<std::int64_t>{a2}));
 }
 
@@ -417,7 +429,7 @@ TEST_F(ParkingTest, RowsBehindADeadHeadLeaveTheDueRange) {
 
 TEST_F(ParkingTest, RetryingTheDeadHeadGivesTheParkedRowsTheirPlaceBack) {
   ASSERT_EQ(store_.ParkBehindDeadHeads("t", kNow), 2);
-  ASSERT_EQ(store_.RetryDead({a1_, std::nullopt, false}, "test", kNow), 1);
+  ASSERT_EQ(RetryDead(a1_), 1);
   EXPECT_EQ(NextAttemptAt(store_, a2_), kNow);  // due since it was parked
   EXPECT_EQ(NextAttemptAt(store_, a3_), kNow);
   EXPECT_EQ(ClaimIds("t"), (std::vector<std::int64_t>{a1_, b1_}));
@@ -428,7 +440,7 @@ TEST_F(ParkingTest, RetryingTheDeadHeadGivesTheParkedRowsTheirPlaceBack) {
 
 TEST_F(ParkingTest, PurgingCancellingOrDeliveringTheDeadHeadUnparks) {
   ASSERT_EQ(store_.ParkBehindDeadHeads("t", kNow), 2);
-  ASSERT_EQ(store_.PurgeDead({a1_, std::nullopt, false}, 10), 1);
+  ASSERT_EQ(PurgeDead(a1_), 1);
   EXPECT_EQ(ClaimIds("t"), (std::vector<std::int64_t>{a2_, b1_}));
 
   const auto c1 = Insert("t", "c");

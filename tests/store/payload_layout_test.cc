@@ -250,9 +250,9 @@ TEST_F(PayloadLayout, PurgesAndPlainDeletesTakeThePayloadAlong) {
       " ('t', 'app', 'y', 0, 5), ('t', 'kept', 'z', 0, 5)");
   ASSERT_EQ(Scalar(db_, "SELECT count(*) FROM outbox_payload"), 4);
   EXPECT_EQ(store_.PurgeDelivered(kNow, 10), 1);
-  DeadSelector all;
+  RowSelector all;
   all.all = true;
-  EXPECT_EQ(store_.PurgeDead(all, 10), 1);
+  EXPECT_EQ(Operator(store_).PurgeDeadBatch(all, 10), 1);
   db_.exec("DELETE FROM outbox WHERE msg_key = 'app'");
   EXPECT_EQ(Scalar(db_, "SELECT count(*) FROM outbox_payload"), 1);
   EXPECT_EQ(Text(db_, "SELECT payload FROM outbox_message"), "z");

@@ -136,17 +136,23 @@ TEST_F(StoreTest, CompleteNeedsTheCurrentLease) {
   EXPECT_FALSE(store_.Complete(lease, kNow + 6));  // a duplicate report changes nothing
 }
 
-TEST_F(StoreTest, CompleteAllDeliversEveryLeaseStillHeldInOneGo) {
-  const auto a = Insert("t", "a");
+// An acknowledged batch: every lease at one time, more of them than the
+// largest VALUES chunk (32), so one statement (kCompleteMany) records them.
+TEST_F(StoreTest, CompletingABatchAtOneTimeDeliversEveryLeaseStillHeld) {
+  std::vector<DeliveredLease> delivered;
+  std::vector<std::int64_t> held;
+  for (int i = 0; i < 34; ++i) {
+    const auto id = Insert("t", "k" + std::to_string(i));
+    held.push_back(id);
+    delivered.push_back({Claim(id), kNow + 7});
+  }
   const auto b = Insert("t", "b");
-  const auto c = Insert("t", "c");
   const auto d = Insert("t", "d");
-  const Lease la = Claim(a);
   const Lease lb = Claim(b);
-  const Lease lc = Claim(c);
-  const std::vector<Lease> leases = {la, {lb.id, lb.token + 1}, lc, {d, 1}};
-  EXPECT_EQ(store_.CompleteAll(leases, kNow + 7), 2);
-  for (const auto id : {a, c}) {
+  delivered.push_back({{lb.id, lb.token + 1}, kNow + 7});
+  delivered.push_back({{d, 1}, kNow + 7});
+  EXPECT_EQ(store_.Complete(delivered), 34);
+  for (const auto id : held) {
     const Row row = Get(id);
     EXPECT_EQ(row.status, Status::kDelivered);
     EXPECT_EQ(row.updated_at, kNow + 7);
@@ -156,9 +162,9 @@ TEST_F(StoreTest, CompleteAllDeliversEveryLeaseStillHeldInOneGo) {
   EXPECT_EQ(Get(b).status, Status::kInFlight);  // its lease moved on
   EXPECT_EQ(Get(d).status, Status::kPending);   // never claimed
   EXPECT_EQ(store_.GetStats().undelivered, 2);
-  EXPECT_EQ(store_.CompleteAll(leases, kNow + 8), 0);  // a duplicate report changes nothing
-  EXPECT_EQ(Get(a).updated_at, kNow + 7);
-  EXPECT_EQ(store_.CompleteAll({}, kNow), 0);
+  for (auto& each : delivered) each.now = kNow + 8;
+  EXPECT_EQ(store_.Complete(delivered), 0);  // a duplicate report changes nothing
+  EXPECT_EQ(Get(held.front()).updated_at, kNow + 7);
 }
 
 TEST_F(StoreTest, StaleWorkerChangesNothingAfterRecycleAndReclaim) {
@@ -181,7 +187,7 @@ TEST_F(StoreTest, StaleWorkerChangesNothingAfterRecycleAndReclaim) {
 
 // 70 leases cross every chunk size of the multi-row statement (32, 16, 8,
 // 4, 2 and the single one); stale leases among them change nothing.
-TEST_F(StoreTest, CompleteEachDeliversEveryHeldLeaseAtItsOwnTime) {
+TEST_F(StoreTest, CompletingLeasesAtTheirOwnTimesDeliversEveryHeldOne) {
   std::vector<DeliveredLease> delivered;
   std::vector<std::int64_t> stale_ids;
   for (int i = 0; i < 70; ++i) {
@@ -197,7 +203,7 @@ TEST_F(StoreTest, CompleteEachDeliversEveryHeldLeaseAtItsOwnTime) {
   const Lease done_before = delivered.front().lease;
   ASSERT_TRUE(store_.Complete(done_before, kNow));
   const int expected = 70 - static_cast<int>(stale_ids.size()) - 1;
-  EXPECT_EQ(store_.CompleteEach(delivered), expected);
+  EXPECT_EQ(store_.Complete(delivered), expected);
   for (int i = 0; i < 70; ++i) {
     const Row row = Get(delivered[static_cast<std::size_t>(i)].lease.id);
     if (i % 9 == 4) {
@@ -214,7 +220,7 @@ TEST_F(StoreTest, CompleteEachDeliversEveryHeldLeaseAtItsOwnTime) {
                 .getInt(),
             70 - static_cast<int>(stale_ids.size()));
   EXPECT_EQ(store_.GetStats().undelivered, static_cast<std::int64_t>(stale_ids.size()));
-  EXPECT_EQ(store_.CompleteEach({}), 0);
+  EXPECT_EQ(store_.Complete({}), 0);
 }
 
 TEST_F(StoreTest, RescheduleCountsAnAttemptOnlyWhenAsked) {
@@ -396,9 +402,11 @@ TEST_F(StoreTest, OperatorRetryTouchesOnlyDeadRowsAndResetsTheBudget) {
   const auto other_dead = Insert("u", "dead");
   store_.MarkDead(Claim(other_dead), true, "boom", "permanent", kNow);
 
-  DeadSelector by_topic;
+  Operator operator_actions(store_);
+  const Actor actor{"operator", "host"};
+  RowSelector by_topic;
   by_topic.topic = "t";
-  EXPECT_EQ(store_.RetryDead(by_topic, "operator", kNow + 10), 1);
+  EXPECT_EQ(operator_actions.Retry(by_topic, actor, kNow + 10), 1);
   const Row row = Get(dead);
   EXPECT_EQ(row.status, Status::kPending);
   EXPECT_EQ(row.attempts, 0);
@@ -408,26 +416,16 @@ TEST_F(StoreTest, OperatorRetryTouchesOnlyDeadRowsAndResetsTheBudget) {
   EXPECT_EQ(Get(delivered).status, Status::kDelivered);
   EXPECT_EQ(Get(other_dead).status, Status::kDead);
 
-  SQLite::Statement audit(store_.connection(),
-                          "SELECT actor, action, row_id FROM outbox_audit");
+  SQLite::Statement audit(store_.connection(), "SELECT actor, action, rows FROM outbox_audit");
   ASSERT_TRUE(audit.executeStep());
   EXPECT_EQ(audit.getColumn(0).getString(), "operator");
   EXPECT_EQ(audit.getColumn(1).getString(), "retry");
-  EXPECT_EQ(audit.getColumn(2).getInt64(), dead);
+  EXPECT_EQ(audit.getColumn(2).getInt64(), 1);
 
-  DeadSelector all;
+  RowSelector all;
   all.all = true;
-  EXPECT_EQ(store_.RetryDead(all, "operator", kNow), 1);
+  EXPECT_EQ(operator_actions.Retry(all, actor, kNow), 1);
   EXPECT_EQ(Get(other_dead).status, Status::kPending);
-}
-
-TEST_F(StoreTest, SelectorMustChooseExactlyOne) {
-  DeadSelector none;
-  EXPECT_THROW(store_.RetryDead(none, "op", kNow), std::invalid_argument);
-  DeadSelector two;
-  two.id = 1;
-  two.all = true;
-  EXPECT_THROW(store_.PurgeDead(two, 10), std::invalid_argument);
 }
 
 TEST_F(StoreTest, PurgeDeliveredKeepsEverythingElse) {
@@ -489,12 +487,13 @@ TEST_F(StoreTest, PurgeDeadTouchesOnlySelectedDeadRows) {
   store_.Complete(Claim(delivered), kNow);
   const auto pending = Insert("a", "3");
 
-  DeadSelector by_id;
+  Operator operator_actions(store_);
+  RowSelector by_id;
   by_id.id = pending;  // not dead: nothing happens
-  EXPECT_EQ(store_.PurgeDead(by_id, 100), 0);
-  DeadSelector by_topic;
+  EXPECT_EQ(operator_actions.PurgeDeadBatch(by_id, 100), 0);
+  RowSelector by_topic;
   by_topic.topic = "a";
-  EXPECT_EQ(store_.PurgeDead(by_topic, 100), 1);
+  EXPECT_EQ(operator_actions.PurgeDeadBatch(by_topic, 100), 1);
   EXPECT_FALSE(store_.Get(dead_a));
   EXPECT_TRUE(store_.Get(dead_b));
   EXPECT_TRUE(store_.Get(delivered));
@@ -553,9 +552,9 @@ TEST_F(StoreTest, UndeliveredCounterFollowsEveryTransition) {
   EXPECT_EQ(store_.GetStats().undelivered, 1);
   store_.MarkDead(Claim(b), true, "x", "permanent", kNow);
   EXPECT_EQ(store_.GetStats().undelivered, 1);
-  DeadSelector all;
+  RowSelector all;
   all.all = true;
-  store_.PurgeDead(all, 10);
+  Operator(store_).PurgeDeadBatch(all, 10);
   store_.PurgeDelivered(kNow + 1, 10);
   EXPECT_EQ(store_.GetStats().undelivered, 0);
 }
@@ -651,7 +650,7 @@ TEST(StoreFile, RowsCommittedByAnotherConnectionAreClaimable) {
   EXPECT_NE(agent.DataVersion(), version);
   auto claimed = agent.ClaimById(id, "agent", kNow + kLease, kNow);
   ASSERT_TRUE(claimed);
-  EXPECT_EQ(agent.GetLeased(claimed->lease)->payload, "payload");
+  EXPECT_EQ(claimed->row.payload, "payload");
 }
 
 TEST(StoreFile, ASecondWriterWaitsForTheFirst) {

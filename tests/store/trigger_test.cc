@@ -47,6 +47,13 @@ class TriggerTest : public ::testing::Test {
     return claimed ? claimed->lease : Lease{};
   }
 
+  // The operator's retry of one dead row (outboxctl's path).
+  int RetryDead(std::int64_t id) {
+    RowSelector selector;
+    selector.id = id;
+    return Operator(store_).Retry(selector, {"test", "host"}, kNow);
+  }
+
   void Exec(const std::string& statement, std::int64_t id) {
     db().exec(statement + " WHERE id = " + std::to_string(id));
   }
@@ -180,7 +187,7 @@ TEST_F(UnparkTest, OtherRowsComingAndGoingLeaveThemParked) {
   ASSERT_TRUE(store_.Complete(Claim(b1_), kNow));
   ASSERT_TRUE(store_.Reschedule(Claim(b2_), true, kNow, "x", kNow));
   ASSERT_TRUE(store_.MarkDead(Claim(b2_), true, "x", "permanent", kNow));
-  ASSERT_EQ(store_.RetryDead({b2_, std::nullopt, false}, "test", kNow), 1);
+  ASSERT_EQ(RetryDead(b2_), 1);
   Exec("DELETE FROM outbox", b2_);
   // The dead head itself, rewritten but still blocking.
   Exec("UPDATE outbox SET status = 2, dead_reason = 'attempts'", a1_);
@@ -188,7 +195,7 @@ TEST_F(UnparkTest, OtherRowsComingAndGoingLeaveThemParked) {
 }
 
 TEST_F(UnparkTest, RetryingTheDeadHeadUnparks) {
-  ASSERT_EQ(store_.RetryDead({a1_, std::nullopt, false}, "test", kNow), 1);
+  ASSERT_EQ(RetryDead(a1_), 1);
   EXPECT_FALSE(Parked());
   EXPECT_EQ(NextAttemptAt(a2_), kNow);  // due since it was parked
 }

@@ -66,7 +66,7 @@ double SinkRate(transport::Sink& sink, const std::vector<std::string>& ids) {
       callers.emplace_back([&] {
         for (std::size_t i = next++; i < ids.size(); i = next++) {
           const transport::Result result = sink.Push(
-              {.id = ids[i], .topic = "orders", .payload = kPayload, .created_at_ms = 1});
+              {.message_id = ids[i], .topic = "orders", .payload = kPayload, .created_at_ms = 1});
           if (result.outcome != transport::Outcome::kDelivered) failed = true;
         }
       });

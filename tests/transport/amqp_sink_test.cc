@@ -44,7 +44,7 @@ struct Row {
   Headers headers;
   Message AsMessage(const std::string& topic = "orders.created") const {
     Message message;
-    message.id = id;
+    message.message_id = id;
     message.topic = topic;
     message.key = key;
     message.payload = R"({"order":1})";

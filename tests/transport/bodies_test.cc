@@ -21,7 +21,7 @@ EndpointOptions Options() {
 
 Message MessageWith(std::string_view id, std::string_view payload,
                     std::span<const Header> headers = {}) {
-  return {.id = id,
+  return {.message_id = id,
           .topic = "t",
           .payload = payload,
           .headers = headers,

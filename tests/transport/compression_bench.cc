@@ -99,7 +99,7 @@ Totals Send(const std::string& url, transport::Compression compression, int batc
     }
     std::vector<transport::Message> messages;
     for (std::size_t i = 0; i < kBatch; ++i) {
-      messages.push_back({.id = ids[i],
+      messages.push_back({.message_id = ids[i],
                           .topic = "order.created",
                           .payload = payloads[i],
                           .created_at_ms = 1'764'598'000'000 + static_cast<std::int64_t>(i)});

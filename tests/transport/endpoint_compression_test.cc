@@ -32,7 +32,7 @@ std::string OrderJson(int n, std::size_t bytes = 600) {
 }
 
 Message MessageWith(std::string_view payload) {
-  return {.id = "3f6c0e2b", .topic = "order.created", .payload = payload,
+  return {.message_id = "3f6c0e2b", .topic = "order.created", .payload = payload,
           .created_at_ms = kCreatedAtMs};
 }
 
@@ -110,7 +110,7 @@ TEST_F(EndpointCompressionTest, NdjsonBatchIsCompressedWhole) {
   }
   std::vector<Message> batch;
   for (int i = 0; i < 100; ++i) {
-    batch.push_back({.id = ids[static_cast<std::size_t>(i)],
+    batch.push_back({.message_id = ids[static_cast<std::size_t>(i)],
                      .topic = "order.created",
                      .payload = payloads[static_cast<std::size_t>(i)],
                      .created_at_ms = kCreatedAtMs + i});

@@ -33,7 +33,7 @@ std::int64_t NowS() {
 }
 
 Message MessageWith(std::string_view payload, std::span<const Header> headers = {}) {
-  return {.id = "3f6c0e2b",
+  return {.message_id = "3f6c0e2b",
           .topic = "order.created",
           .payload = payload,
           .headers = headers,
@@ -373,9 +373,9 @@ TEST_F(EndpointTest, NdjsonBatchOnTheWire) {
   EndpointOptions options = OptionsFor("/ok");
   options.batch.max_messages = 3;
   Endpoint endpoint(options);
-  const std::vector<Message> batch = {{.id = "a", .topic = "t", .payload = "{\"n\": 1}"},
-                                      {.id = "b", .topic = "t", .payload = "binary\x01"},
-                                      {.id = "c", .topic = "t", .payload = "[2]"}};
+  const std::vector<Message> batch = {{.message_id = "a", .topic = "t", .payload = "{\"n\": 1}"},
+                                      {.message_id = "b", .topic = "t", .payload = "binary\x01"},
+                                      {.message_id = "c", .topic = "t", .payload = "[2]"}};
   const Result result = endpoint.PushBatch(batch);
   EXPECT_EQ(result.outcome, Outcome::kDelivered);
   const RecordedRequest request = server_.requests().at(0);
@@ -396,8 +396,8 @@ TEST_F(EndpointTest, CloudEventsBatchOnTheWire) {
   EndpointOptions options = OptionsFor("/ok");
   options.batch = {.max_messages = 2, .format = BatchFormat::kCloudEvents};
   Endpoint endpoint(options);
-  const std::vector<Message> batch = {{.id = "a", .topic = "t", .payload = "1"},
-                                      {.id = "b", .topic = "t", .payload = "2"}};
+  const std::vector<Message> batch = {{.message_id = "a", .topic = "t", .payload = "1"},
+                                      {.message_id = "b", .topic = "t", .payload = "2"}};
   ASSERT_EQ(endpoint.PushBatch(batch).outcome, Outcome::kDelivered);
   const RecordedRequest request = server_.requests().at(0);
   EXPECT_EQ(request.Header("Content-Type"), "application/cloudevents-batch+json");
@@ -409,8 +409,8 @@ TEST_F(EndpointTest, RefusedBatchIsAMessageFailureToSplit) {
   EndpointOptions options = OptionsFor("/status/413");
   options.batch.max_messages = 2;
   Endpoint endpoint(options);
-  const std::vector<Message> batch = {{.id = "a", .topic = "t", .payload = "1"},
-                                      {.id = "b", .topic = "t", .payload = "2"}};
+  const std::vector<Message> batch = {{.message_id = "a", .topic = "t", .payload = "1"},
+                                      {.message_id = "b", .topic = "t", .payload = "2"}};
   const Result result = endpoint.PushBatch(batch);
   EXPECT_EQ(result.outcome, Outcome::kMessageFailure);
   EXPECT_EQ(result.http_status, 413);
@@ -421,9 +421,9 @@ TEST_F(EndpointTest, PushBatchRejectsMisuseBeforeAnyRequest) {
   EndpointOptions options = OptionsFor("/ok");
   options.batch = {.max_messages = 2, .max_bytes = 4};
   Endpoint endpoint(options);
-  const std::vector<Message> three = {{.id = "a"}, {.id = "b"}, {.id = "c"}};
-  const std::vector<Message> heavy = {{.id = "a", .payload = "123"}, {.id = "b", .payload = "45"}};
-  const std::vector<Message> one_heavy = {{.id = "a", .topic = "t", .payload = "123456"}};
+  const std::vector<Message> three = {{.message_id = "a"}, {.message_id = "b"}, {.message_id = "c"}};
+  const std::vector<Message> heavy = {{.message_id = "a", .payload = "123"}, {.message_id = "b", .payload = "45"}};
+  const std::vector<Message> one_heavy = {{.message_id = "a", .topic = "t", .payload = "123456"}};
   EXPECT_THROW(endpoint.PushBatch({}), std::invalid_argument);
   EXPECT_THROW(endpoint.PushBatch(three), std::invalid_argument);
   EXPECT_THROW(endpoint.PushBatch(heavy), std::invalid_argument);

@@ -14,7 +14,7 @@ namespace {
 using testing::TestPki;
 using testing::TestServer;
 
-Message AnyMessage() { return {.id = "id-1", .topic = "t", .payload = "{}"}; }
+Message AnyMessage() { return {.message_id = "id-1", .topic = "t", .payload = "{}"}; }
 
 class EndpointTlsTest : public ::testing::Test {
  protected:

@@ -19,7 +19,7 @@ EndpointOptions Options() {
 }
 
 Message MessageWith(std::span<const Header> row_headers = {}) {
-  return {.id = "id-1",
+  return {.message_id = "id-1",
           .topic = "order.created",
           .payload = "{}",
           .headers = row_headers,
@@ -111,7 +111,7 @@ TEST(BuildHeaders, StandardWebhooksSignatureWhenASecretIsConfigured) {
   EndpointOptions options = Options();
   options.signing_secrets = {"whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"};
   Message message = MessageWith();
-  message.id = "msg_p5jXN8AQM9LWM0D4loKWxJek";
+  message.message_id = "msg_p5jXN8AQM9LWM0D4loKWxJek";
   EXPECT_EQ(BuildHeaders(options, message, R"({"test": 2432232314})", 1614265330),
             (Headers{{"Content-Type", "application/json"},
                      {"Idempotency-Key", "msg_p5jXN8AQM9LWM0D4loKWxJek"},

@@ -32,8 +32,8 @@ TEST(MessageId, FieldBoundariesCannotBeShifted) {
 }
 
 TEST(BatchId, DependsOnTheMembersAndTheirOrder) {
-  const std::vector<Message> ab = {{.id = "a"}, {.id = "b"}};
-  const std::vector<Message> ba = {{.id = "b"}, {.id = "a"}};
+  const std::vector<Message> ab = {{.message_id = "a"}, {.message_id = "b"}};
+  const std::vector<Message> ba = {{.message_id = "b"}, {.message_id = "a"}};
   EXPECT_EQ(BatchId(ab), BatchId(ab));
   EXPECT_NE(BatchId(ab), BatchId(ba));
   EXPECT_EQ(BatchId(ab).size(), 64u);

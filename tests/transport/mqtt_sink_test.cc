@@ -41,7 +41,7 @@ TEST(MqttSink, PubackIsDeliveredWithIdHeadersAndContentTypeAsProperties) {
   EXPECT_EQ(sink->kind(), SinkKind::kMqtt);
   const Headers row_headers = {{"X-Tenant", "acme"}, {"Content-Type", "application/json"}};
   const std::string id = IdOf(1);
-  const Result result = sink->Push({.id = id, .topic = "orders", .key = "k1",
+  const Result result = sink->Push({.message_id = id, .topic = "orders", .key = "k1",
                                     .payload = R"({"n":1})", .headers = row_headers});
   ASSERT_EQ(result.outcome, Outcome::kDelivered) << result.error;
 
@@ -71,7 +71,7 @@ TEST(MqttSink, IdPlaceholderAndBatchInOrder) {
   }
   std::vector<Message> messages;
   for (std::size_t i = 0; i < 5; ++i) {
-    messages.push_back({.id = ids[i], .topic = "orders", .payload = payloads[i]});
+    messages.push_back({.message_id = ids[i], .topic = "orders", .payload = payloads[i]});
   }
   ASSERT_EQ(sink->PushBatch(messages).outcome, Outcome::kDelivered);
   const auto received = subscriber.WaitFor(5);
@@ -86,7 +86,7 @@ TEST(MqttSink, KeyThatMakesTheTopicInvalidIsAMessageFailure) {
   MosquittoServer server;
   const std::unique_ptr<Sink> sink = MakeSink(OptionsFor(server.Url("devices/{key}")));
   const std::string id = IdOf(1);
-  const Result result = sink->Push({.id = id, .topic = "orders", .key = "a/+/b", .payload = "{}"});
+  const Result result = sink->Push({.message_id = id, .topic = "orders", .key = "a/+/b", .payload = "{}"});
   EXPECT_EQ(result.outcome, Outcome::kMessageFailure);
   EXPECT_NE(result.error.find("topic"), std::string::npos) << result.error;
 }
@@ -95,10 +95,10 @@ TEST(MqttSink, PacketAboveTheBrokersMaximumIsAMessageFailure) {
   MosquittoServer server("allow_anonymous true\nmax_packet_size 1024\n");
   const std::unique_ptr<Sink> sink = MakeSink(OptionsFor(server.Url("big")));
   const std::string id = IdOf(1);
-  const Result result = sink->Push({.id = id, .topic = "orders", .payload = std::string(4096, 'x')});
+  const Result result = sink->Push({.message_id = id, .topic = "orders", .payload = std::string(4096, 'x')});
   EXPECT_EQ(result.outcome, Outcome::kMessageFailure) << result.error;
   // The connection survives for the next message.
-  EXPECT_EQ(sink->Push({.id = IdOf(2), .topic = "orders", .payload = "small"}).outcome,
+  EXPECT_EQ(sink->Push({.message_id = IdOf(2), .topic = "orders", .payload = "small"}).outcome,
             Outcome::kDelivered);
 }
 
@@ -138,7 +138,7 @@ TEST_F(MqttAuth, UsernameAndPasswordAuthenticate) {
   Subscriber subscriber(server_, "devices/#", "device", "device-secret");
   const std::string id = IdOf(1);
   const Result result =
-      MakeSink(Options("device", "device-secret"))->Push({.id = id, .topic = "t", .payload = "1"});
+      MakeSink(Options("device", "device-secret"))->Push({.message_id = id, .topic = "t", .payload = "1"});
   EXPECT_EQ(result.outcome, Outcome::kDelivered) << result.error;
   EXPECT_EQ(subscriber.WaitFor(1).size(), 1U);
 }
@@ -146,7 +146,7 @@ TEST_F(MqttAuth, UsernameAndPasswordAuthenticate) {
 TEST_F(MqttAuth, WrongPasswordIsAConfigurationFailure) {
   const std::string id = IdOf(1);
   const Result result =
-      MakeSink(Options("device", "wrong"))->Push({.id = id, .topic = "t", .payload = "1"});
+      MakeSink(Options("device", "wrong"))->Push({.message_id = id, .topic = "t", .payload = "1"});
   EXPECT_EQ(result.outcome, Outcome::kEndpointFailure);
   EXPECT_TRUE(result.configuration_failure) << result.error;
   EXPECT_EQ(result.error.find("wrong"), std::string::npos);
@@ -155,7 +155,7 @@ TEST_F(MqttAuth, WrongPasswordIsAConfigurationFailure) {
 TEST_F(MqttAuth, PublishTheAclDeniesIsNotAuthorizedWithMqtt5) {
   const std::string id = IdOf(1);
   const Result result =
-      MakeSink(Options("other", "other-secret"))->Push({.id = id, .topic = "t", .payload = "1"});
+      MakeSink(Options("other", "other-secret"))->Push({.message_id = id, .topic = "t", .payload = "1"});
   EXPECT_EQ(result.outcome, Outcome::kEndpointFailure);
   EXPECT_TRUE(result.configuration_failure) << result.error;
 }
@@ -165,7 +165,7 @@ TEST_F(MqttAuth, PublishTheAclDeniesLooksDeliveredWithMqtt311) {
   // This is the documented limit of 3.1.1, pinned down here.
   const std::string id = IdOf(1);
   const Result result = MakeSink(Options("other", "other-secret", 4))
-                            ->Push({.id = id, .topic = "t", .payload = "1"});
+                            ->Push({.message_id = id, .topic = "t", .payload = "1"});
   EXPECT_EQ(result.outcome, Outcome::kDelivered) << result.error;
 }
 
@@ -177,7 +177,7 @@ TEST(MqttSink, Mqtt311DeliversWithQos1) {
   const Headers row_headers = {{"X-Tenant", "acme"}};
   const std::string id = IdOf(1);
   const Result result = MakeSink(options)->Push(
-      {.id = id, .topic = "orders", .key = "k", .payload = "1", .headers = row_headers});
+      {.message_id = id, .topic = "orders", .key = "k", .payload = "1", .headers = row_headers});
   EXPECT_EQ(result.outcome, Outcome::kDelivered) << result.error;
   const auto received = subscriber.WaitFor(1);
   ASSERT_EQ(received.size(), 1U);
@@ -198,13 +198,13 @@ TEST(MqttSink, MutualTlsWithTheConfiguredCa) {
   options.tls.client_cert_file = pki.client().cert_file;
   options.tls.client_key_file = pki.client().key_file;
   const std::string id = IdOf(1);
-  const Result result = MakeSink(options)->Push({.id = id, .topic = "t", .payload = "1"});
+  const Result result = MakeSink(options)->Push({.message_id = id, .topic = "t", .payload = "1"});
   EXPECT_EQ(result.outcome, Outcome::kDelivered) << result.error;
 
   // Without a client certificate the broker refuses the handshake.
   options.tls.client_cert_file.clear();
   options.tls.client_key_file.clear();
-  const Result refused = MakeSink(options)->Push({.id = id, .topic = "t", .payload = "1"});
+  const Result refused = MakeSink(options)->Push({.message_id = id, .topic = "t", .payload = "1"});
   EXPECT_EQ(refused.outcome, Outcome::kEndpointFailure);
 }
 
@@ -213,10 +213,10 @@ TEST(MqttSink, BrokerOutageIsAnEndpointFailureAndTheConnectionComesBack) {
   EndpointOptions options = OptionsFor(server.Url("t"));
   options.timeout_ms = 2000;
   const std::unique_ptr<Sink> sink = MakeSink(options);
-  ASSERT_EQ(sink->Push({.id = IdOf(1), .topic = "t", .payload = "1"}).outcome,
+  ASSERT_EQ(sink->Push({.message_id = IdOf(1), .topic = "t", .payload = "1"}).outcome,
             Outcome::kDelivered);
   server.Stop();
-  const Result down = sink->Push({.id = IdOf(2), .topic = "t", .payload = "2"});
+  const Result down = sink->Push({.message_id = IdOf(2), .topic = "t", .payload = "2"});
   EXPECT_EQ(down.outcome, Outcome::kEndpointFailure);
   EXPECT_FALSE(down.configuration_failure);
   server.Start();
@@ -226,7 +226,7 @@ TEST(MqttSink, BrokerOutageIsAnEndpointFailureAndTheConnectionComesBack) {
   Result result;
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
   do {
-    result = sink->Push({.id = IdOf(2), .topic = "t", .payload = "2"});
+    result = sink->Push({.message_id = IdOf(2), .topic = "t", .payload = "2"});
   } while (result.outcome != Outcome::kDelivered && std::chrono::steady_clock::now() < deadline);
   EXPECT_EQ(result.outcome, Outcome::kDelivered) << result.error;
   EXPECT_GE(subscriber.WaitFor(1).size(), 1U);
@@ -236,7 +236,7 @@ TEST(MqttSink, NoBrokerIsAnEndpointFailure) {
   const int port = testing::FreeLoopbackPort();
   const std::unique_ptr<Sink> sink =
       MakeSink(OptionsFor("mqtt://127.0.0.1:" + std::to_string(port) + "/t"));
-  const Result result = sink->Push({.id = IdOf(1), .topic = "t", .payload = "1"});
+  const Result result = sink->Push({.message_id = IdOf(1), .topic = "t", .payload = "1"});
   EXPECT_EQ(result.outcome, Outcome::kEndpointFailure);
   EXPECT_FALSE(result.configuration_failure);
 }
@@ -245,10 +245,10 @@ TEST(MqttSink, AbortFailsLaterCallsUntilReset) {
   MosquittoServer server;
   const std::unique_ptr<Sink> sink = MakeSink(OptionsFor(server.Url("t")));
   sink->AbortAll();
-  const Result aborted = sink->Push({.id = IdOf(1), .topic = "t", .payload = "1"});
+  const Result aborted = sink->Push({.message_id = IdOf(1), .topic = "t", .payload = "1"});
   EXPECT_EQ(aborted.error, "aborted");
   sink->ResetAbort();
-  EXPECT_EQ(sink->Push({.id = IdOf(1), .topic = "t", .payload = "1"}).outcome,
+  EXPECT_EQ(sink->Push({.message_id = IdOf(1), .topic = "t", .payload = "1"}).outcome,
             Outcome::kDelivered);
 }
 

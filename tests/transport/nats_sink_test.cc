@@ -112,7 +112,7 @@ TEST(NatsSink, PublishAckIsDeliveredWithIdAndHeadersInTheStream) {
 
   const Headers row_headers = {{"X-Tenant", "acme"}, {"Content-Type", "application/json"}};
   const std::string id = IdOf(1);
-  Message message{.id = id, .topic = "orders", .key = "key-1", .payload = R"({"n":1})",
+  Message message{.message_id = id, .topic = "orders", .key = "key-1", .payload = R"({"n":1})",
                   .headers = row_headers, .created_at_ms = 1'700'000'000'000};
   const Result result = sink->Push(message);
   ASSERT_EQ(result.outcome, Outcome::kDelivered) << result.error;
@@ -140,7 +140,7 @@ TEST(NatsSink, ResendWithinTheDuplicateWindowIsDeliveredAndStoredOnce) {
   reader.AddStream("ORDERS", "orders");
   const std::unique_ptr<Sink> sink = MakeSink(OptionsFor(server.Url("orders")));
   const std::string id = IdOf(7);
-  const Message message{.id = id, .topic = "orders", .payload = "{}"};
+  const Message message{.message_id = id, .topic = "orders", .payload = "{}"};
   for (int attempt = 0; attempt < 3; ++attempt) {
     const Result result = sink->Push(message);
     EXPECT_EQ(result.outcome, Outcome::kDelivered) << result.error;
@@ -163,7 +163,7 @@ TEST(NatsSink, BatchPublishesEachMessageInOrder) {
   }
   std::vector<Message> messages;
   for (std::size_t i = 0; i < 10; ++i) {
-    messages.push_back({.id = ids[i], .topic = "orders", .payload = payloads[i]});
+    messages.push_back({.message_id = ids[i], .topic = "orders", .payload = payloads[i]});
   }
   ASSERT_EQ(sink->PushBatch(messages).outcome, Outcome::kDelivered);
   ASSERT_EQ(reader.Count("ORDERS"), 10U);
@@ -189,7 +189,7 @@ TEST(NatsSink, ConcurrentWorkersLandEveryMessageExactlyOnce) {
         for (int i = 0; i < kPerWorker; ++i) {
           // Every message twice: the second must be dropped as a duplicate.
           const std::string id = IdOf(w * kPerWorker + i);
-          const Message message{.id = id, .topic = "orders", .payload = id};
+          const Message message{.message_id = id, .topic = "orders", .payload = id};
           for (int copy = 0; copy < 2; ++copy) {
             if (sink->Push(message).outcome != Outcome::kDelivered) ++failures;
           }
@@ -205,7 +205,7 @@ TEST(NatsSink, NoStreamForTheSubjectIsAnEndpointFailure) {
   NatsServer server;
   const std::unique_ptr<Sink> sink = MakeSink(OptionsFor(server.Url("nowhere")));
   const std::string id = IdOf(1);
-  const Result result = sink->Push({.id = id, .topic = "orders", .payload = "{}"});
+  const Result result = sink->Push({.message_id = id, .topic = "orders", .payload = "{}"});
   EXPECT_EQ(result.outcome, Outcome::kEndpointFailure);
   EXPECT_FALSE(result.configuration_failure);
   EXPECT_NE(result.error.find("no responders"), std::string::npos) << result.error;
@@ -218,11 +218,11 @@ TEST(NatsSink, MessageAboveTheStreamsLimitIsAMessageFailure) {
   const std::unique_ptr<Sink> sink = MakeSink(OptionsFor(server.Url("small")));
   const std::string id = IdOf(1);
   const std::string big(1000, 'x');
-  const Result result = sink->Push({.id = id, .topic = "orders", .payload = big});
+  const Result result = sink->Push({.message_id = id, .topic = "orders", .payload = big});
   EXPECT_EQ(result.outcome, Outcome::kMessageFailure) << result.error;
   EXPECT_EQ(reader.Count("SMALL"), 0U);
   // The next, smaller message still goes through.
-  EXPECT_EQ(sink->Push({.id = IdOf(2), .topic = "orders", .payload = "ok"}).outcome,
+  EXPECT_EQ(sink->Push({.message_id = IdOf(2), .topic = "orders", .payload = "ok"}).outcome,
             Outcome::kDelivered);
 }
 
@@ -232,7 +232,7 @@ TEST(NatsSink, MessageAboveTheServersMaxPayloadIsAMessageFailure) {
   reader.AddStream("ORDERS", "orders");
   const std::unique_ptr<Sink> sink = MakeSink(OptionsFor(server.Url("orders")));
   const std::string id = IdOf(1);
-  const Result result = sink->Push({.id = id, .topic = "orders", .payload = std::string(4096, 'x')});
+  const Result result = sink->Push({.message_id = id, .topic = "orders", .payload = std::string(4096, 'x')});
   EXPECT_EQ(result.outcome, Outcome::kMessageFailure) << result.error;
 }
 
@@ -241,7 +241,7 @@ TEST(NatsSink, RowHeaderThatIsNoHeaderIsAMessageFailureWithoutIo) {
   const std::unique_ptr<Sink> sink = MakeSink(OptionsFor("nats://127.0.0.1:1/orders"));
   const Headers bad = {{"Bad Name", "x"}};
   const std::string id = IdOf(1);
-  const Result result = sink->Push({.id = id, .topic = "orders", .payload = "{}", .headers = bad});
+  const Result result = sink->Push({.message_id = id, .topic = "orders", .payload = "{}", .headers = bad});
   EXPECT_EQ(result.outcome, Outcome::kMessageFailure);
 }
 
@@ -252,10 +252,10 @@ TEST(NatsSink, ServerOutageIsAnEndpointFailureAndDeliveryResumesAfterIt) {
     reader.AddStream("ORDERS", "orders");  // memory storage: re-made below
   }
   const std::unique_ptr<Sink> sink = MakeSink(OptionsFor(server.Url("orders")));
-  ASSERT_EQ(sink->Push({.id = IdOf(1), .topic = "orders", .payload = "1"}).outcome,
+  ASSERT_EQ(sink->Push({.message_id = IdOf(1), .topic = "orders", .payload = "1"}).outcome,
             Outcome::kDelivered);
   server.Stop();
-  const Result down = sink->Push({.id = IdOf(2), .topic = "orders", .payload = "2"});
+  const Result down = sink->Push({.message_id = IdOf(2), .topic = "orders", .payload = "2"});
   EXPECT_EQ(down.outcome, Outcome::kEndpointFailure);
   EXPECT_FALSE(down.configuration_failure);
   server.Start();
@@ -266,7 +266,7 @@ TEST(NatsSink, ServerOutageIsAnEndpointFailureAndDeliveryResumesAfterIt) {
   Result result;
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
   do {
-    result = sink->Push({.id = IdOf(2), .topic = "orders", .payload = "2"});
+    result = sink->Push({.message_id = IdOf(2), .topic = "orders", .payload = "2"});
   } while (result.outcome != Outcome::kDelivered && std::chrono::steady_clock::now() < deadline);
   EXPECT_EQ(result.outcome, Outcome::kDelivered) << result.error;
   EXPECT_EQ(reader.Count("ORDERS"), 1U);
@@ -276,7 +276,7 @@ TEST(NatsSink, NoServerIsAnEndpointFailure) {
   const int port = testing::FreeLoopbackPort();
   const std::unique_ptr<Sink> sink =
       MakeSink(OptionsFor("nats://127.0.0.1:" + std::to_string(port) + "/orders"));
-  const Result result = sink->Push({.id = IdOf(1), .topic = "orders", .payload = "1"});
+  const Result result = sink->Push({.message_id = IdOf(1), .topic = "orders", .payload = "1"});
   EXPECT_EQ(result.outcome, Outcome::kEndpointFailure);
   EXPECT_FALSE(result.configuration_failure);
 }
@@ -301,7 +301,7 @@ TEST(NatsSink, UserAndPasswordAuthenticate) {
   options.nats.user = "device";
   options.nats.password = "device-secret";
   const std::unique_ptr<Sink> sink = MakeSink(options);
-  const Result result = sink->Push({.id = IdOf(1), .topic = "orders", .payload = "1"});
+  const Result result = sink->Push({.message_id = IdOf(1), .topic = "orders", .payload = "1"});
   EXPECT_EQ(result.outcome, Outcome::kDelivered) << result.error;
   EXPECT_EQ(reader.Count("ORDERS"), 1U);
 }
@@ -312,7 +312,7 @@ TEST(NatsSink, WrongPasswordIsAConfigurationFailure) {
   options.nats.user = "device";
   options.nats.password = "wrong";
   const std::unique_ptr<Sink> sink = MakeSink(options);
-  const Result result = sink->Push({.id = IdOf(1), .topic = "orders", .payload = "1"});
+  const Result result = sink->Push({.message_id = IdOf(1), .topic = "orders", .payload = "1"});
   EXPECT_EQ(result.outcome, Outcome::kEndpointFailure);
   EXPECT_TRUE(result.configuration_failure) << result.error;
   EXPECT_EQ(result.error.find("wrong"), std::string::npos);  // no secret in the error
@@ -327,7 +327,7 @@ TEST(NatsSink, PublishPermissionDeniedIsAConfigurationFailure) {
   options.nats.password = "readonly-secret";
   options.timeout_ms = 1000;
   const std::unique_ptr<Sink> sink = MakeSink(options);
-  const Result result = sink->Push({.id = IdOf(1), .topic = "orders", .payload = "1"});
+  const Result result = sink->Push({.message_id = IdOf(1), .topic = "orders", .payload = "1"});
   EXPECT_EQ(result.outcome, Outcome::kEndpointFailure);
   EXPECT_TRUE(result.configuration_failure) << result.error;
   EXPECT_EQ(reader.Count("ORDERS"), 0U);
@@ -339,10 +339,10 @@ TEST(NatsSink, TokenAuthenticates) {
   options.nats.token = "s3cret-token";
   const std::unique_ptr<Sink> sink = MakeSink(options);
   // No stream: the answer proves the connection was accepted.
-  const Result result = sink->Push({.id = IdOf(1), .topic = "orders", .payload = "1"});
+  const Result result = sink->Push({.message_id = IdOf(1), .topic = "orders", .payload = "1"});
   EXPECT_NE(result.error.find("no responders"), std::string::npos) << result.error;
   options.nats.token = "other";
-  const Result refused = MakeSink(options)->Push({.id = IdOf(1), .topic = "orders", .payload = "1"});
+  const Result refused = MakeSink(options)->Push({.message_id = IdOf(1), .topic = "orders", .payload = "1"});
   EXPECT_TRUE(refused.configuration_failure) << refused.error;
 }
 
@@ -410,12 +410,12 @@ TEST(NatsSink, NKeyAuthenticates) {
   EndpointOptions options = OptionsFor(server.Url("orders"));
   options.nats.nkey = user.public_key;
   options.nats.nkey_seed = user.seed;
-  const Result result = MakeSink(options)->Push({.id = IdOf(1), .topic = "orders", .payload = "1"});
+  const Result result = MakeSink(options)->Push({.message_id = IdOf(1), .topic = "orders", .payload = "1"});
   // Connected (no stream is configured here, so JetStream has no responder).
   EXPECT_NE(result.error.find("no responders"), std::string::npos) << result.error;
 
   options.nats.nkey_seed = MakeUserNKey().seed;  // signs with the wrong key
-  const Result refused = MakeSink(options)->Push({.id = IdOf(1), .topic = "orders", .payload = "1"});
+  const Result refused = MakeSink(options)->Push({.message_id = IdOf(1), .topic = "orders", .payload = "1"});
   EXPECT_TRUE(refused.configuration_failure) << refused.error;
 }
 
@@ -430,7 +430,7 @@ TEST(NatsSink, NKeyConnectsEveryTime) {
   options.nats.nkey_seed = user.seed;
   int refused = 0;
   for (int dial = 0; dial < 1500; ++dial) {
-    const Result result = MakeSink(options)->Push({.id = IdOf(1), .topic = "orders", .payload = "1"});
+    const Result result = MakeSink(options)->Push({.message_id = IdOf(1), .topic = "orders", .payload = "1"});
     if (result.error.find("no responders") == std::string::npos) ++refused;
   }
   EXPECT_EQ(refused, 0);
@@ -446,14 +446,14 @@ TEST(NatsSink, MutualTlsWithTheConfiguredCa) {
   options.tls.client_cert_file = pki.client().cert_file;
   options.tls.client_key_file = pki.client().key_file;
   const Result result =
-      MakeSink(options)->Push({.id = IdOf(1), .topic = "orders", .payload = "1"});
+      MakeSink(options)->Push({.message_id = IdOf(1), .topic = "orders", .payload = "1"});
   // Connected and asked JetStream (no stream configured here).
   EXPECT_NE(result.error.find("no responders"), std::string::npos) << result.error;
 
   options.tls.client_cert_file.clear();
   options.tls.client_key_file.clear();
   const Result refused =
-      MakeSink(options)->Push({.id = IdOf(1), .topic = "orders", .payload = "1"});
+      MakeSink(options)->Push({.message_id = IdOf(1), .topic = "orders", .payload = "1"});
   EXPECT_EQ(refused.outcome, Outcome::kEndpointFailure);
   EXPECT_EQ(refused.error.find("no responders"), std::string::npos) << refused.error;
 }
@@ -464,12 +464,12 @@ TEST(NatsSink, AbortFailsLaterCallsWithoutIoUntilReset) {
   reader.AddStream("ORDERS", "orders");
   const std::unique_ptr<Sink> sink = MakeSink(OptionsFor(server.Url("orders")));
   sink->AbortAll();
-  const Result aborted = sink->Push({.id = IdOf(1), .topic = "orders", .payload = "1"});
+  const Result aborted = sink->Push({.message_id = IdOf(1), .topic = "orders", .payload = "1"});
   EXPECT_EQ(aborted.outcome, Outcome::kEndpointFailure);
   EXPECT_EQ(aborted.error, "aborted");
   EXPECT_EQ(reader.Count("ORDERS"), 0U);
   sink->ResetAbort();
-  EXPECT_EQ(sink->Push({.id = IdOf(1), .topic = "orders", .payload = "1"}).outcome,
+  EXPECT_EQ(sink->Push({.message_id = IdOf(1), .topic = "orders", .payload = "1"}).outcome,
             Outcome::kDelivered);
 }
 

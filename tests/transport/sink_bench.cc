@@ -77,7 +77,7 @@ double Rate(int count, const std::function<void(int)>& send) {
 double SinkRate(transport::Sink& sink, const std::vector<std::string>& ids) {
   return Rate(static_cast<int>(ids.size()), [&](int i) {
     const transport::Result result =
-        sink.Push({.id = ids[static_cast<std::size_t>(i)], .topic = "orders", .payload = kPayload});
+        sink.Push({.message_id = ids[static_cast<std::size_t>(i)], .topic = "orders", .payload = kPayload});
     Check(result.outcome == transport::Outcome::kDelivered, "sink publish failed");
   });
 }

@@ -261,7 +261,7 @@ double RawSharedMultiThreads(const std::string& url, int requests) {
 }
 
 transport::Message BenchMessage() {
-  return {.id = kMessageId, .topic = "order.created", .payload = kPayload};
+  return {.message_id = kMessageId, .topic = "order.created", .payload = kPayload};
 }
 
 void CheckDelivered(const transport::Result& result) {

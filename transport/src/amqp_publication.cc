@@ -51,7 +51,7 @@ std::shared_ptr<Publication> MakePublication(const EndpointOptions& options,
     publication->routing_key = ExpandPlaceholders(amqp.routing_key, message);
     CheckShortString(publication->routing_key, "routing key after filling in placeholders");
   }
-  publication->message_id = std::string(message.id);
+  publication->message_id = std::string(message.message_id);
   publication->type = std::string(message.topic);
   CheckShortString(publication->type, "topic (the AMQP type property)");
   publication->timestamp_s = message.created_at_ms / 1000;

@@ -79,7 +79,7 @@ std::string MessageId(std::string_view database_id, std::string_view topic, std:
 std::string BatchId(std::span<const Message> messages) {
   std::vector<std::string_view> ids;
   ids.reserve(messages.size());
-  for (const Message& message : messages) ids.push_back(message.id);
+  for (const Message& message : messages) ids.push_back(message.message_id);
   return util::LengthPrefixedSha256Hex(ids);
 }
 

@@ -17,6 +17,7 @@
 #include <string>
 #include <vector>
 
+#include "curl_url.h"
 #include "internal.h"
 #include "outbox/transport.h"
 #include "util/clock.h"
@@ -43,9 +44,6 @@ struct EasyDeleter {
 struct MultiDeleter {
   void operator()(CURLM* multi) const { curl_multi_cleanup(multi); }
 };
-struct UrlDeleter {
-  void operator()(CURLU* url) const { curl_url_cleanup(url); }
-};
 // A response body as one line of text: control bytes become spaces.
 std::string OneLine(std::string_view body) {
   std::string text(body);
@@ -70,7 +68,7 @@ struct Connection {
   // The endpoint's URL parsed once (CURLOPT_CURLU): given only the string,
   // libcurl parses it again for every request. Declared first so that it
   // outlives the easy handle reading it.
-  std::unique_ptr<CURLU, UrlDeleter> url;
+  internal::CurlUrlPtr url;
   std::unique_ptr<CURL, EasyDeleter> easy;
   std::unique_ptr<CURLM, MultiDeleter> multi;
   // The start of the current response body, up to the configured cap.
@@ -240,8 +238,8 @@ std::unique_ptr<Connection> Endpoint::Impl::NewConnection() const {
   auto connection = std::make_unique<Connection>();
   connection->easy.reset(curl_easy_init());
   connection->multi.reset(curl_multi_init());
-  connection->url.reset(curl_url());
-  if (!connection->easy || !connection->multi || !connection->url) throw std::bad_alloc();
+  connection->url = internal::NewCurlUrl();
+  if (!connection->easy || !connection->multi) throw std::bad_alloc();
   // Parsed as Validate parsed it, so it cannot fail here but for memory.
   if (const CURLUcode code =
           curl_url_set(connection->url.get(), CURLUPART_URL, options_.url.c_str(), 0);

@@ -96,7 +96,7 @@ void AddEndpointHeaders(const EndpointOptions& options, Headers& headers) {
 Headers BuildHeaders(const EndpointOptions& options, const Message& message, std::string_view body,
                      std::int64_t now_s) {
   for (const Header& header : message.headers) CheckRowHeader(header);
-  CheckHeaderValue(message.id, "id");
+  CheckHeaderValue(message.message_id, "id");
 
   Headers headers;
   headers.reserve(2 + options.headers.size() + message.headers.size());
@@ -104,11 +104,11 @@ Headers BuildHeaders(const EndpointOptions& options, const Message& message, std
   headers.emplace_back("Content-Type", options.cloudevents == CloudEventsMode::kStructured
                                            ? "application/cloudevents+json"
                                            : std::string(content_type));
-  AddIdentity(options, message.id, body, now_s, headers);
+  AddIdentity(options, message.message_id, body, now_s, headers);
   if (options.cloudevents == CloudEventsMode::kBinary) {
     CheckHeaderValue(message.topic, "topic");
     headers.emplace_back("ce-specversion", "1.0");
-    headers.emplace_back("ce-id", std::string(message.id));
+    headers.emplace_back("ce-id", std::string(message.message_id));
     headers.emplace_back("ce-source", options.ce_source);
     headers.emplace_back("ce-type", std::string(message.topic));
     headers.emplace_back("ce-time", util::FormatRfc3339(message.created_at_ms));

@@ -37,6 +37,9 @@ bool StartsWithIgnoreCase(std::string_view text, std::string_view prefix);
 // names less the credentials). Content-Type has its own option.
 bool IsReservedForEndpoint(std::string_view name);
 
+// Any byte under 0x20, or DEL.
+bool HasControlCharacter(std::string_view text);
+
 // No control characters except horizontal tab.
 bool IsValidHeaderValue(std::string_view value);
 
@@ -54,7 +57,8 @@ bool IsJsonContentType(std::string_view content_type);
 // Every check of Validate() but the URL's (shared by all kinds of sink).
 void ValidateCommon(const EndpointOptions& options);
 
-// A broker URL: scheme://host[:port]/path. No user info, query or fragment.
+// A broker URL: scheme://host[:port]/path. No user info, query or fragment
+// (broker_url.cc, read with libcurl's URL API).
 struct BrokerUrl {
   SinkKind kind = SinkKind::kNats;
   bool tls = false;      // tls://, mqtts:// or amqps://
@@ -63,7 +67,8 @@ struct BrokerUrl {
   std::string path;      // after the first '/': the subject, topic or vhost
 };
 
-// Throws std::invalid_argument naming "url" for anything malformed.
+// Throws std::invalid_argument naming "url" for anything malformed, saying
+// what is wrong.
 BrokerUrl ParseBrokerUrl(std::string_view url);
 
 // An amqp:// URL's path as the virtual host: percent-decoded, "" = "/".

@@ -102,7 +102,7 @@ void WriteCloudEvent(JsonWriter& writer, const EndpointOptions& options, const M
   WriteKey(writer, "specversion");
   WriteString(writer, "1.0", "specversion");
   WriteKey(writer, "id");
-  WriteString(writer, message.id, "id");
+  WriteString(writer, message.message_id, "id");
   WriteKey(writer, "source");
   WriteString(writer, options.ce_source, "ce_source");
   WriteKey(writer, "type");
@@ -323,7 +323,7 @@ std::string BuildNdjsonBatch(std::span<const Message> messages) {
     JsonWriter writer(buffer);
     writer.StartObject();
     WriteKey(writer, "id");
-    WriteString(writer, message.id, "id");
+    WriteString(writer, message.message_id, "id");
     WriteKey(writer, "topic");
     WriteString(writer, message.topic, "topic");
     WriteKey(writer, "time");

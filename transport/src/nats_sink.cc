@@ -151,7 +151,7 @@ class NatsSink final : public BrokerSink {
     const std::unique_ptr<natsMsg, void (*)(natsMsg*)> msg(raw, natsMsg_Destroy);
     // JetStream drops a second message with the same Nats-Msg-Id within the
     // stream's duplicate window and acknowledges it as a duplicate.
-    const std::string id(message.id);
+    const std::string id(message.message_id);
     status = natsMsgHeader_Set(msg.get(), "Nats-Msg-Id", id.c_str());
     for (const auto& [name, value] : headers) {
       if (status != NATS_OK) break;

@@ -7,6 +7,7 @@
 #include <stdexcept>
 #include <string>
 
+#include "curl_url.h"
 #include "internal.h"
 #include "outbox/transport.h"
 #include "util/http_token.h"
@@ -20,25 +21,16 @@ constexpr std::size_t kMaxErrorBodyBytes = 64 * 1024;
   throw OptionError(std::string(field), std::string(why));
 }
 
-struct UrlDeleter {
-  void operator()(CURLU* url) const { curl_url_cleanup(url); }
-};
-
 // The URL part, or "" when the URL has none.
 std::string UrlPart(CURLU* url, CURLUPart part) {
-  char* text = nullptr;
-  if (curl_url_get(url, part, &text, 0) != CURLUE_OK || text == nullptr) return "";
-  std::string value(text);
-  curl_free(text);
-  return value;
+  return internal::CurlUrlPart(url, part).value_or("");
 }
 
 void ValidateUrl(const std::string& url) {
   if (url.empty()) Fail("url", "is required");
   if (url.find('\0') != std::string::npos) Fail("url", "holds a NUL byte");
   internal::EnsureCurlInitialized();
-  std::unique_ptr<CURLU, UrlDeleter> parsed(curl_url());
-  if (!parsed) throw std::bad_alloc();
+  const internal::CurlUrlPtr parsed = internal::NewCurlUrl();
   const CURLUcode code = curl_url_set(parsed.get(), CURLUPART_URL, url.c_str(), 0);
   if (code != CURLUE_OK) {
     Fail("url", std::string("not a valid absolute URL (") + curl_url_strerror(code) + ")");

@@ -1,7 +1,5 @@
 // Sink kinds: which one a URL names, the checks each kind adds, the factory,
 // and what the broker sinks share.
-#include <algorithm>
-#include <charconv>
 #include <chrono>
 #include <stdexcept>
 #include <string>
@@ -22,12 +20,7 @@ std::string_view SchemeOf(std::string_view url) {
   return end == std::string_view::npos ? std::string_view{} : url.substr(0, end);
 }
 
-bool HasControlCharacter(std::string_view text) {
-  for (const char c : text) {
-    if (static_cast<unsigned char>(c) < 0x20 || c == 0x7F) return true;
-  }
-  return false;
-}
+using internal::HasControlCharacter;
 
 // A NATS subject to publish to: dot-separated tokens, none empty, no
 // whitespace, no wildcard (a wildcard is for subscribing).
@@ -296,62 +289,11 @@ std::unique_ptr<Sink> MakeSink(EndpointOptions options) {
 
 namespace internal {
 
-BrokerUrl ParseBrokerUrl(std::string_view url) {
-  BrokerUrl parsed;
-  parsed.kind = SinkKindOf(url);
-  const std::string_view scheme = SchemeOf(url);
-  if (parsed.kind == SinkKind::kHttp) Fail("url", "is an HTTP URL, not a broker's");
-  parsed.tls = scheme == "tls" || scheme == "mqtts" || scheme == "amqps";
-  if (url.find('\0') != std::string_view::npos) Fail("url", "holds a NUL byte");
-  std::string_view rest = url.substr(scheme.size() + 3);
-  const std::size_t slash = rest.find('/');
-  std::string_view authority = rest.substr(0, slash);
-  parsed.path = slash == std::string_view::npos ? "" : std::string(rest.substr(slash + 1));
-  if (authority.find('@') != std::string_view::npos) {
-    Fail("url", "must not carry credentials; give them under nats, mqtt or amqp");
+bool HasControlCharacter(std::string_view text) {
+  for (const char c : text) {
+    if (static_cast<unsigned char>(c) < 0x20 || c == 0x7F) return true;
   }
-  if (parsed.path.find_first_of("?") != std::string::npos) {
-    Fail("url", "must not have a query");
-  }
-  std::string_view port_text;
-  if (authority.starts_with('[')) {  // [IPv6]:port
-    const std::size_t close = authority.find(']');
-    if (close == std::string_view::npos) Fail("url", "has an unclosed [ in its host");
-    parsed.host = std::string(authority.substr(1, close - 1));
-    const std::string_view after = authority.substr(close + 1);
-    if (!after.empty() && !after.starts_with(':')) Fail("url", "has junk after its [host]");
-    if (!after.empty()) port_text = after.substr(1);
-    if (after == ":") Fail("url", "has an empty port");
-  } else {
-    const std::size_t colon = authority.rfind(':');
-    parsed.host = std::string(authority.substr(0, colon));
-    if (colon != std::string_view::npos) {
-      port_text = authority.substr(colon + 1);
-      if (port_text.empty()) Fail("url", "has an empty port");
-    }
-  }
-  if (parsed.host.empty()) Fail("url", "has no host");
-  if (HasControlCharacter(parsed.host) ||
-      parsed.host.find_first_of(" /\\") != std::string::npos) {
-    Fail("url", "host holds a character no host name has");
-  }
-  if (port_text.empty()) {
-    if (parsed.kind == SinkKind::kNats) {
-      parsed.port = 4222;
-    } else if (parsed.kind == SinkKind::kAmqp) {
-      parsed.port = parsed.tls ? 5671 : 5672;
-    } else {
-      parsed.port = parsed.tls ? 8883 : 1883;
-    }
-  } else {
-    const auto [end, error] =
-        std::from_chars(port_text.data(), port_text.data() + port_text.size(), parsed.port);
-    if (error != std::errc() || end != port_text.data() + port_text.size() || parsed.port < 1 ||
-        parsed.port > 65535) {
-      Fail("url", "port must be a number 1..65535");
-    }
-  }
-  return parsed;
+  return false;
 }
 
 std::string ExpandPlaceholders(std::string_view pattern, const Message& message) {
@@ -368,7 +310,7 @@ std::string ExpandPlaceholders(std::string_view pattern, const Message& message)
       text += message.key;
       pattern.remove_prefix(5);
     } else if (pattern.starts_with("{id}")) {
-      text += message.id;
+      text += message.message_id;
       pattern.remove_prefix(4);
     } else {
       text += '{';
@@ -376,31 +318,6 @@ std::string ExpandPlaceholders(std::string_view pattern, const Message& message)
     }
   }
   return text;
-}
-
-std::string AmqpVirtualHost(std::string_view path) {
-  std::string vhost;
-  for (std::size_t i = 0; i < path.size(); ++i) {
-    if (path[i] == '/') Fail("url", "virtual host holds a '/': write it as %2F");
-    if (path[i] != '%') {
-      vhost += path[i];
-      continue;
-    }
-    unsigned value = 0;
-    const char* first = path.data() + i + 1;
-    const char* last = path.data() + std::min(path.size(), i + 3);
-    const auto [end, error] = std::from_chars(first, last, value, 16);
-    if (error != std::errc() || end != first + 2) {
-      Fail("url", "virtual host has a % not followed by two hex digits");
-    }
-    vhost += static_cast<char>(value);
-    i += 2;
-  }
-  if (vhost.empty()) return "/";
-  if (vhost.size() > 255 || HasControlCharacter(vhost) || !util::IsValidUtf8(vhost)) {
-    Fail("url", "virtual host must be UTF-8 without control characters, at most 255 bytes");
-  }
-  return vhost;
 }
 
 Result PushInOrder(std::span<const Message> messages, std::size_t max_messages,

@@ -60,35 +60,41 @@ class Clock {
 };
 std::shared_ptr<Clock> SystemClock();
 
-// One message as a handler sees it. Views are valid during the call only.
-struct Delivery {
-  std::int64_t id = 0;
-  std::string_view topic;
-  std::string_view key;
-  // Idempotency-Key: derived from the database identity, topic and key.
-  std::string_view message_id;
-  std::string_view payload;
-  const std::vector<std::pair<std::string, std::string>>* headers = nullptr;
-  int attempt = 1;  // 1 for the first try
-  std::int64_t created_at_ms = 0;
-  std::string_view schema_version;  // "" = none
+// One message as a handler sees it: the message as the transport sends it
+// (transport::Message: message_id, the Idempotency-Key derived from the
+// database identity, topic and key; topic, key, payload, the row's headers,
+// created_at_ms, schema_version), plus what only the agent knows. A field
+// of the message is added to transport::Message and reaches both. Views
+// are valid during the call only.
+struct Delivery : transport::Message {
+  std::int64_t id = 0;  // the row's id
+  int attempt = 1;      // 1 for the first try
 };
 
-// A handler's verdict; the same classification as transport::Outcome.
+// A handler's verdict: the transport's Result (the one classification of
+// docs/design.md "Outcomes"; a field is added there and reaches both), except
+// that a default one says delivered, so that `return {};` acknowledges.
+// error goes to last_error (no secrets); configuration_failure (HTTP
+// 401/403/404/407, a NATS authorization violation, MQTT "not authorized")
+// opens the breaker at once instead of after a run of failures;
+// response_body, cut to kMaxResponseBytes, is handed to on_delivered hooks
+// (a batch's answer is every member's).
 using Outcome = transport::Outcome;
-struct HandlerResult {
-  Outcome outcome = Outcome::kDelivered;
-  int http_status = 0;
-  bool endpoint_gone = false;                  // 410: stop sending there
-  std::optional<std::int64_t> retry_after_ms;  // the endpoint asked to wait
-  std::string error;                           // for last_error; no secrets
-  // The sink refused our credentials or address (HTTP 401/403/404/407, a
-  // NATS authorization violation, MQTT "not authorized"): the breaker opens
-  // at once instead of after a run of failures.
-  bool configuration_failure = false;
-  // The start of the receiver's answer (at most kMaxResponseBytes), handed
-  // to on_delivered hooks; a batch's answer is every member's.
-  std::string response = {};
+struct HandlerResult : transport::Result {
+  HandlerResult() { outcome = Outcome::kDelivered; }
+  // Implicit: a sink's answer is a handler's.
+  HandlerResult(transport::Result result)  // NOLINT(google-explicit-constructor)
+      : transport::Result(std::move(result)) {}
+  // {outcome, http_status, endpoint_gone, retry_after_ms, error}, in the
+  // order handlers have always written them.
+  HandlerResult(Outcome verdict, int status, bool gone = false,
+                std::optional<std::int64_t> retry_after = std::nullopt, std::string why = {}) {
+    outcome = verdict;
+    http_status = status;
+    endpoint_gone = gone;
+    retry_after_ms = retry_after;
+    error = std::move(why);
+  }
 };
 
 // Delivers messages of one topic in the application's own way. Called

@@ -468,13 +468,6 @@ struct ListFilter {
   std::int64_t after_id = 0;  // for paging: rows with id > after_id
 };
 
-// Selects dead rows for operator retry or purge. Exactly one of the three.
-struct DeadSelector {
-  std::optional<std::int64_t> id;
-  std::optional<std::string> topic;
-  bool all = false;
-};
-
 // Per-key ordering of one topic (docs/ordering.md). The database records it
 // per topic (outbox_topic_modes) and every claim obeys the recorded mode, so
 // that all agents sharing a file apply one rule.
@@ -490,7 +483,7 @@ struct TopicOrdering {
 // "none", or "by key, dead_head block" / "by key, dead_head skip".
 std::string Describe(const TopicOrdering& ordering);
 
-// A completion to record (Store::CompleteEach): the row under `lease` was
+// A completion to record (Store::Complete): the row under `lease` was
 // delivered at `now` (ms since the epoch).
 struct DeliveredLease {
   Lease lease;
@@ -619,18 +612,15 @@ class Store {
   // behind them since the last call. Returns how many rows it parked.
   int ParkBehindDeadHeads(std::string_view topic, std::int64_t now);
 
-  // Complete for each lease at its own time, in as few statements as
-  // possible (up to 32 rows each; with 8 or more a row costs up to a quarter
-  // less than through Complete). All or nothing: outside a transaction it
-  // opens its own, and a failure throws. A lease no longer held is skipped,
-  // as by Complete. Returns how many rows it delivered.
-  int CompleteEach(std::span<const DeliveredLease> delivered);
-  // in flight → delivered.
+  // in flight → delivered, each lease's row at its own time; a lease no
+  // longer held is skipped. In as few statements as possible: up to 32 rows
+  // a statement (with 8 or more a row costs up to a quarter less than alone),
+  // or one statement for any number at one time (an acknowledged batch).
+  // All or nothing: outside a transaction it opens its own, and a failure
+  // throws and changes none. Returns how many rows it delivered.
+  int Complete(std::span<const DeliveredLease> delivered);
+  // The same for one lease: whether it was still held.
   bool Complete(const Lease& lease, std::int64_t now);
-  // Complete for every lease, in one statement: all or nothing (a failure
-  // throws and changes none). A lease no longer held is skipped, as by
-  // Complete. Returns how many rows it delivered.
-  int CompleteAll(std::span<const Lease> leases, std::int64_t now);
   // in flight → pending, due at `next_attempt_at`; attempts + 1 when
   // `count_attempt`. Records `error` as last_error and `now` as
   // last_attempt_at (as MarkDead does).
@@ -690,10 +680,6 @@ class Store {
   // Distinct lease owners of in-flight rows.
   std::vector<std::string> LeaseOwners();
 
-  // Operator: dead → pending with a fresh budget (attempts 0, due now), the
-  // reset recorded in the row and in the audit table. Returns how many.
-  int RetryDead(const DeadSelector& selector, std::string_view actor,
-                std::int64_t now);
   // Deletes up to `batch` delivered rows with updated_at < cutoff. Call
   // repeatedly until it returns less than `batch`; each call is one short
   // write transaction (or joins the caller's). When the file's free pages
@@ -708,8 +694,6 @@ class Store {
   // Deletes these rows if they are still delivered (after archiving them);
   // gives back free pages as PurgeDelivered does.
   int DeleteDelivered(const std::vector<std::int64_t>& ids);
-  // Deletes up to `batch` dead rows chosen by `selector`.
-  int PurgeDead(const DeadSelector& selector, int batch);
 
   // --- per-key ordering ------------------------------------------------------
 
@@ -738,12 +722,6 @@ class Store {
   // --- reads ---------------------------------------------------------------
 
   std::optional<Row> Get(std::int64_t id);
-  // The row only while `lease` still holds it (what a worker sends).
-  std::optional<Row> GetLeased(const Lease& lease);
-  // GetLeased for each lease, in order, inside one read transaction (one
-  // snapshot, one lock) unless one is open: a batch costs one transaction
-  // instead of one per row.
-  std::vector<std::optional<Row>> GetLeased(std::span<const Lease> leases);
   std::vector<Row> List(const ListFilter& filter);
   // `now` (wall ms) decides which rows are due (TopicStatusCount::
   // oldest_due_at); without it only rows without deliver_at are.

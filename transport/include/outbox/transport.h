@@ -216,7 +216,7 @@ void Validate(const EndpointOptions& options);
 // One outbox row as the transport needs it. Views only: the caller keeps the
 // data alive during the call.
 struct Message {
-  std::string_view id = {};       // MessageId() of the row
+  std::string_view message_id = {};  // MessageId() of the row
   std::string_view topic = {};    // also the CloudEvents type
   std::string_view key = {};      // the row's key (MQTT {key} placeholder)
   std::string_view payload = {};  // the body (bytes)
