@@ -65,6 +65,12 @@ if [ -x "$bytes_bench" ]; then
   before=$(row_count)
   "$bytes_bench" "${bytes_args[@]}" | tee -a "$rows" | sed 's/^@row\t/  /' >&2 || status=1
   rows_since bytes_bench "$before"
+  # 7d: what page_size 1024 costs against 4096 (depth, overflow pages, read speed).
+  printf '=== bytes --page-cost\n' >&2
+  before=$(row_count)
+  "$bytes_bench" --page-cost --reps "$reps" "${bytes_args[@]}" | tee -a "$rows" |
+    sed 's/^@row\t/  /' >&2 || status=1
+  rows_since 'bytes_bench --page-cost' "$before"
 else
   [ "$smoke" = 1 ] && { echo "bench.sh: bytes_bench is not built" >&2; status=1; }
   printf '@row\t7 bytes written per message\tnot measured: bytes_bench not built\t-\t-\t-\t-\n' >>"$rows"

@@ -11,10 +11,15 @@
 // checkpoints included.
 //
 //   bytes_bench [--messages N] [--dir DIR] [--page-size BYTES] [--pages]
+//   bytes_bench --page-cost [--messages N] [--reps R] [--dir DIR]
 //
 // --pages also lists, per payload size, the pages a one-message transaction
 // writes (averaged over its last 50 transactions), by b-tree, for the outbox
-// file and for the floor.
+// file and for the floor; and the pages per message of delivery (claims,
+// completions) and purge (deletes, incremental vacuum), with the distinct
+// pages each checkpoint writes. --page-cost prints figure 7d instead: files at
+// page_size 1024 against 4096 by b-tree depth, overflow pages and read speed
+// (page_cost.h).
 #include <SQLiteCpp/Database.h>
 
 #include <algorithm>
@@ -22,17 +27,20 @@
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
+#include <map>
 #include <string>
 #include <vector>
 
 #include <unistd.h>
 
 #include "counting_vfs.h"
+#include "page_cost.h"
 #include "outbox/store.h"
 #include "wal_pages.h"
 
 namespace {
 
+using outbox::bench::MakeFile;
 using outbox::bench::Written;
 namespace store = outbox::store;
 
@@ -46,6 +54,8 @@ struct Run {
   int messages = 1000;
   int page_size = 4096;
   bool list_pages = false;
+  bool page_cost = false;
+  int reps = 5;
 };
 
 struct Figures {
@@ -61,15 +71,6 @@ struct Figures {
   double delivery_single = 0;
   double purge_single = 0;
 };
-
-// An empty file in WAL mode with the given page size and incremental
-// vacuum, as the store makes one (it keeps both: the file is not new).
-void MakeFile(const std::string& path, int page_size) {
-  SQLite::Database db(path, SQLite::OPEN_READWRITE | SQLite::OPEN_CREATE);
-  db.exec("PRAGMA page_size = " + std::to_string(page_size));
-  db.exec("PRAGMA auto_vacuum = INCREMENTAL");
-  db.exec("PRAGMA journal_mode = WAL");
-}
 
 // Inserts `n` rows, `per_txn` per transaction; returns the bytes per row,
 // checkpoint included.
@@ -139,10 +140,40 @@ double AppEnqueue(store::Store& agent, const std::string& path, const std::strin
   return bytes;
 }
 
+// With --pages: the frames in `path`'s -wal (written since the last
+// checkpoint), per message, by what the page is and by the step each commit
+// belongs to (`steps`, one per commit in log order), and the pages its
+// checkpoint will write.
+void ListSteps(store::Store& agent, const std::string& path, int n,
+               const std::vector<std::string>& steps, const char* what,
+               const outbox::bench::PageOwners* owners = nullptr) {
+  const auto commits = outbox::bench::PagesOfEachCommit(agent.connection(), path + "-wal", owners);
+  if (commits.size() != steps.size()) {
+    std::printf("@pages\t%s\t%zu commits in the log, %zu expected: not listed\n", what,
+                commits.size(), steps.size());
+    return;
+  }
+  std::map<std::string, double> pages;
+  for (std::size_t c = 0; c < commits.size(); ++c) {
+    for (const auto& [page, count] : commits[c]) {
+      pages[steps[c] + "\t" + page] += static_cast<double>(count) / n;
+      pages[steps[c] + "\tall"] += static_cast<double>(count) / n;
+    }
+  }
+  for (const auto& [page, count] : pages) {
+    std::printf("@pages\t%s\t%s\t%.3f\n", what, page.c_str(), count);
+  }
+  std::printf("@pages\t%s\tcheckpoint\tdistinct pages\t%.3f\n", what,
+              static_cast<double>(outbox::bench::DistinctPages(path + "-wal")) / n);
+}
+
 // Delivers every row (claims of 64, completions per batch), then purges
-// them; bytes per message of each, `n` messages.
-void Deliver(store::Store& agent, int n, double& delivery, double& purge) {
+// them; bytes per message of each, `n` messages. With `list` (--pages), the
+// pages of each step too.
+void Deliver(store::Store& agent, const std::string& path, int n, const char* list,
+             double& delivery, double& purge) {
   std::int64_t before = Written().total();
+  std::vector<std::string> steps;
   for (;;) {
     std::vector<store::Claimed> claimed;
     {
@@ -154,15 +185,25 @@ void Deliver(store::Store& agent, int n, double& delivery, double& purge) {
     store::Store::WriteTransaction txn(agent);
     for (const auto& c : claimed) agent.Complete(c.lease, 5);
     txn.Commit();
+    steps.insert(steps.end(), {"claim", "completion"});
   }
+  if (list != nullptr) ListSteps(agent, path, n, steps, (std::string(list) + " delivery").c_str());
   agent.Checkpoint();
   delivery = static_cast<double>(Since(before)) / n;
   before = Written().total();
-  while (agent.PurgeDelivered(kFarFuture, 1000) > 0) {
-  }
+  steps.clear();
+  // The purge frees its pages: they are named by what they were before it.
+  const outbox::bench::PageOwners owners =
+      list != nullptr ? outbox::bench::OwnersNow(agent.connection()) : outbox::bench::PageOwners{};
+  while (agent.PurgeDelivered(kFarFuture, 1000) > 0) steps.emplace_back("delete");
   const std::int64_t deleted = Since(before);
   agent.ReclaimFreePages();
   const std::int64_t vacuumed = Since(before);
+  if (list != nullptr) {
+    steps.resize(outbox::bench::PagesOfEachCommit(agent.connection(), path + "-wal").size(),
+                 "incremental vacuum");
+    ListSteps(agent, path, n, steps, (std::string(list) + " purge").c_str(), &owners);
+  }
   agent.Checkpoint();
   purge = static_cast<double>(Since(before)) / n;
   std::fprintf(stderr, "  purge steps, bytes per message: delete %.0f, incremental vacuum %.0f,"
@@ -187,11 +228,13 @@ std::string Outbox(const std::string& path, const std::string& payload, const Ru
     // One message per business transaction, on a file of its own.
     store::Store single(FileOptions(path + "-single", run.page_size));
     f.enqueue_single = AppEnqueue(single, path + "-single", payload, run, 1);
-    Deliver(single, n, f.delivery_single, f.purge_single);
+    Deliver(single, path + "-single", n, run.list_pages ? "outbox, txn per message" : nullptr,
+            f.delivery_single, f.purge_single);
   }
   store::Store agent(FileOptions(path, run.page_size));
   f.enqueue = AppEnqueue(agent, path, payload, run, run.messages);
-  Deliver(agent, run.messages, f.delivery, f.purge);
+  Deliver(agent, path, run.messages, run.list_pages ? "outbox, one txn" : nullptr, f.delivery,
+          f.purge);
   SQLite::Statement q(agent.connection(),
                       "SELECT sql FROM sqlite_schema WHERE type = 'table' AND name = 'outbox'");
   q.executeStep();
@@ -256,8 +299,8 @@ int main(int argc, char** argv) {
   std::filesystem::path dir = std::filesystem::temp_directory_path();
   for (int i = 1; i < argc; ++i) {
     const std::string flag = argv[i];
-    if (flag == "--pages") {
-      run.list_pages = true;
+    if (flag == "--pages" || flag == "--page-cost") {
+      (flag == "--pages" ? run.list_pages : run.page_cost) = true;
       continue;
     }
     if (i + 1 >= argc) return Usage(flag + ": expected a value");
@@ -265,6 +308,9 @@ int main(int argc, char** argv) {
     if (flag == "--messages") {
       run.messages = std::atoi(value.c_str());
       if (run.messages < 1) return Usage("--messages: expected a positive integer");
+    } else if (flag == "--reps") {
+      run.reps = std::atoi(value.c_str());
+      if (run.reps < 1) return Usage("--reps: expected a positive integer");
     } else if (flag == "--dir") {
       dir = value;
     } else if (flag == "--page-size") {
@@ -279,6 +325,11 @@ int main(int argc, char** argv) {
   outbox::bench::InstallCountingVfs();
   const std::filesystem::path work = dir / ("outbox-bytes-" + std::to_string(::getpid()));
   std::filesystem::create_directories(work);
+  if (run.page_cost) {
+    outbox::bench::PageCost({run.messages, run.reps, work});
+    std::filesystem::remove_all(work);
+    return 0;
+  }
   for (const std::size_t size : {256u, 4096u, 16384u, 65536u}) {
     const std::string payload(size, 'x');
     const std::string tag = std::to_string(size) + ".db";

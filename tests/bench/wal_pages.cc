@@ -3,6 +3,7 @@
 #include <cstdint>
 #include <fstream>
 #include <iterator>
+#include <set>
 #include <stdexcept>
 #include <vector>
 
@@ -32,8 +33,9 @@ std::vector<std::vector<std::uint32_t>> Commits(const std::string& wal_path) {
   return commits;
 }
 
-// What each page is, by dbstat (which sees the log's committed pages).
-std::map<std::uint32_t, std::string> PageOwners(SQLite::Database& db) {
+}  // namespace
+
+PageOwners OwnersNow(SQLite::Database& db) {
   std::map<std::uint32_t, std::string> owners;
   SQLite::Statement q(db, "SELECT pageno, name, pagetype FROM dbstat");
   while (q.executeStep()) {
@@ -44,6 +46,8 @@ std::map<std::uint32_t, std::string> PageOwners(SQLite::Database& db) {
   return owners;
 }
 
+namespace {
+
 // Pointer-map pages of an auto-vacuum file: page 2, then every
 // usable/5 + 1 pages (btree.c, PTRMAP_PAGENO).
 bool IsPointerMap(std::uint32_t page, std::uint32_t usable) {
@@ -53,29 +57,48 @@ bool IsPointerMap(std::uint32_t page, std::uint32_t usable) {
 
 }  // namespace
 
-std::map<std::string, double> PagesPerCommit(SQLite::Database& db, const std::string& wal_path,
-                                             int commits) {
-  const std::vector<std::vector<std::uint32_t>> all = Commits(wal_path);
-  if (static_cast<int>(all.size()) < commits) {
-    throw std::runtime_error(wal_path + ": fewer commits than asked for");
-  }
-  const std::map<std::uint32_t, std::string> owners = PageOwners(db);
+std::vector<std::map<std::string, int>> PagesOfEachCommit(SQLite::Database& db,
+                                                          const std::string& wal_path,
+                                                          const PageOwners* snapshot) {
+  const PageOwners owners = snapshot != nullptr ? *snapshot : OwnersNow(db);
   SQLite::Statement info(db, "SELECT page_size, (SELECT auto_vacuum FROM pragma_auto_vacuum)"
                              " FROM pragma_page_size");
   info.executeStep();
   const auto usable = static_cast<std::uint32_t>(info.getColumn(0).getInt64());
   const bool auto_vacuum = info.getColumn(1).getInt() != 0;
-  std::map<std::string, double> pages;
-  for (std::size_t c = all.size() - static_cast<std::size_t>(commits); c < all.size(); ++c) {
-    for (const std::uint32_t page : all[c]) {
+  std::vector<std::map<std::string, int>> pages;
+  for (const std::vector<std::uint32_t>& commit : Commits(wal_path)) {
+    std::map<std::string, int>& named = pages.emplace_back();
+    for (const std::uint32_t page : commit) {
       const auto owner = owners.find(page);
       const std::string what = owner != owners.end()                   ? owner->second
                                : auto_vacuum && IsPointerMap(page, usable) ? "pointer map"
                                                                           : "free list";
-      pages[what] += 1.0 / commits;
+      ++named[what];
     }
   }
   return pages;
+}
+
+std::map<std::string, double> PagesPerCommit(SQLite::Database& db, const std::string& wal_path,
+                                             int commits) {
+  const std::vector<std::map<std::string, int>> all = PagesOfEachCommit(db, wal_path);
+  if (static_cast<int>(all.size()) < commits) {
+    throw std::runtime_error(wal_path + ": fewer commits than asked for");
+  }
+  std::map<std::string, double> pages;
+  for (std::size_t c = all.size() - static_cast<std::size_t>(commits); c < all.size(); ++c) {
+    for (const auto& [what, count] : all[c]) pages[what] += static_cast<double>(count) / commits;
+  }
+  return pages;
+}
+
+int DistinctPages(const std::string& wal_path) {
+  std::set<std::uint32_t> pages;
+  for (const std::vector<std::uint32_t>& commit : Commits(wal_path)) {
+    pages.insert(commit.begin(), commit.end());
+  }
+  return static_cast<int>(pages.size());
 }
 
 }  // namespace outbox::bench

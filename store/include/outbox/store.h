@@ -682,12 +682,17 @@ class Store {
 
   // Deletes up to `batch` delivered rows with updated_at < cutoff. Call
   // repeatedly until it returns less than `batch`; each call is one short
-  // write transaction.
+  // write transaction (or joins the caller's). When the file's free pages
+  // then fit in one step of ReclaimFreePages (128), it gives them back in
+  // the same transaction, so that the pages the delete empties are not
+  // written to the WAL only to be freed; call ReclaimFreePages after the
+  // last batch for the rest.
   int PurgeDelivered(std::int64_t cutoff, int batch);
   // Rows that PurgeDelivered(cutoff, batch) would delete, for archiving
   // before deletion.
   std::vector<Row> PeekDelivered(std::int64_t cutoff, int batch);
-  // Deletes these rows if they are still delivered (after archiving them).
+  // Deletes these rows if they are still delivered (after archiving them);
+  // gives back free pages as PurgeDelivered does.
   int DeleteDelivered(const std::vector<std::int64_t>& ids);
 
   // --- per-key ordering ------------------------------------------------------
