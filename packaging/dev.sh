@@ -73,7 +73,7 @@ service_units=(
 cross_libraries=(
   libsqlite3-dev libsqlitecpp-dev libcurl4-openssl-dev libssl-dev libspdlog-dev
   libfmt-dev libcpp-httplib-dev libgtest-dev libgmock-dev libbenchmark-dev
-  zlib1g-dev libnats-dev libmosquitto-dev
+  zlib1g-dev libnats-dev libmosquitto-dev librabbitmq-dev libsystemd-dev
 )
 # Debian's node-sqlite3 needs Debian's nodejs; see install_node.
 node_packages=(nodejs node-sqlite3)
