@@ -8,7 +8,6 @@
 #include "outbox/agent.h"
 
 #include <SQLiteCpp/Database.h>
-#include <SQLiteCpp/Transaction.h>
 #include <spdlog/logger.h>
 #include <spdlog/sinks/stdout_sinks.h>
 
@@ -78,7 +77,7 @@ struct Agent::Impl {
   bool HasWorkDue() {
     std::lock_guard lock(stats_mutex);
     if (!stats_reader) return false;
-    SQLite::Transaction snapshot(stats_reader->connection(), SQLite::TransactionBehavior::DEFERRED);
+    const store::Store::ReadSnapshot snapshot(*stats_reader);
     store::ListFilter in_flight;
     in_flight.status = store::Status::kInFlight;
     in_flight.limit = 1;

@@ -433,6 +433,12 @@ Store::WriteTransaction::WriteTransaction(Store& store)
 
 Store::WriteTransaction::~WriteTransaction() = default;
 
+Store::ReadSnapshot::ReadSnapshot(Store& store)
+    : transaction_(std::make_unique<c_api::RawTransaction>(
+          store.impl_->db->getHandle(), "read snapshot", c_api::RawTransaction::Begin::kDeferred)) {}
+
+Store::ReadSnapshot::~ReadSnapshot() = default;
+
 void Store::WriteTransaction::Commit() {
   transaction_->Commit();
   if (store_.impl_->claimed_in_transaction) {

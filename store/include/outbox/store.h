@@ -534,6 +534,19 @@ class Store {
     std::unique_ptr<c_api::RawTransaction> transaction_;
   };
 
+  // A read transaction (BEGIN DEFERRED): the reads made while it is open
+  // see one snapshot of the file. Ends in the destructor.
+  class ReadSnapshot {
+   public:
+    explicit ReadSnapshot(Store& store);
+    ~ReadSnapshot();
+    ReadSnapshot(const ReadSnapshot&) = delete;
+    ReadSnapshot& operator=(const ReadSnapshot&) = delete;
+
+   private:
+    std::unique_ptr<c_api::RawTransaction> transaction_;
+  };
+
   // --- transitions: each returns how many rows it changed -----------------
 
   // Claims are durable before they return (see Options::durable_claims):
