@@ -424,7 +424,11 @@ TEST_F(HostileReceiverTest, ChunkedAndCompressedBodiesStopAtTheLimitBeforeTheSig
   EXPECT_EQ(StatField(stats, "too_large"), 2) << stats;
   EXPECT_EQ(StatField(stats, "bad_signatures"), 0) << stats;  // refused before the signature
   const std::int64_t peak_kib = ProcessKib(receiver_->pid(), "VmHWM");
-  if (kMemoryBoundsJudged) {
+  if (outbox::testing::Emulated()) {
+    std::printf("memory bound not judged under emulation (qemu-user's own memory grows as it "
+                "translates code): peak %lld KiB, before %lld KiB\n",
+                static_cast<long long>(peak_kib), static_cast<long long>(before_kib));
+  } else if (kMemoryBoundsJudged) {
     EXPECT_LT(peak_kib - before_kib, 40 * 1024) << "peak " << peak_kib << " KiB, before "
                                                 << before_kib << " KiB";
   } else {

@@ -18,6 +18,14 @@ inline int Slowdown() {
   return factor >= 1 ? factor : 1;
 }
 
+// Whether the test runs under qemu-user (OUTBOX_TEST_EMULATED, set by
+// packaging/dev.sh cross): bounds on memory or speed are judged natively only,
+// since the emulator's own memory grows as it translates code.
+inline bool Emulated() {
+  const char* value = std::getenv("OUTBOX_TEST_EMULATED");
+  return value != nullptr && *value != '\0';
+}
+
 // Polls `condition` until it holds (true) or `limit` (times Slowdown())
 // passes (false). The pause between polls only paces the polling;
 // correctness never depends on it.

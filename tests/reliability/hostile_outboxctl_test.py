@@ -73,8 +73,14 @@ class HostileOutboxctlTest(unittest.TestCase):
         self.assertRegex(err, r":4: longer than \d+ bytes")
         self.assertEqual(len(err.strip().splitlines()), 2, err)
         # The limit is max_payload_bytes (1 MiB) as base64 plus 1 MiB: a
-        # few MiB held at most, beside outboxctl's own.
-        self.assertLess(peak_kib, 96 * 1024, "peak RSS %d KiB" % peak_kib)
+        # few MiB held at most, beside outboxctl's own. Judged natively only:
+        # under qemu-user the peak is the emulator's, which grows as it
+        # translates code.
+        if os.environ.get("OUTBOX_TEST_EMULATED"):
+            print("memory bound not judged under emulation: peak RSS %d KiB is qemu's"
+                  % peak_kib, flush=True)
+        else:
+            self.assertLess(peak_kib, 96 * 1024, "peak RSS %d KiB" % peak_kib)
         with sqlite3.connect(self.db) as db:
             keys = [k for (k,) in db.execute("SELECT msg_key FROM outbox ORDER BY id")]
         self.assertEqual(keys, ["k1", "k2", "k3"])
