@@ -340,13 +340,6 @@ configure_cross() {
     -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_INSTALL_PREFIX=/usr "$@"
 }
 
-# The test programs of the `unit` label (the util, store, transport, agent,
-# reliability and testing-kit suites), for a cross tree that builds only them.
-unit_test_targets=(
-  util_test store_test transport_test agent_test agent_writes_test watchdog_test
-  agent_hostile_test reliability_test testing_test orders_example_test
-)
-
 # The programs of a cross build start under the emulator, and an expires_at
 # past 2038 survives a round trip through the 32-bit armhf build's outboxctl.
 cross_programs_start() {
@@ -383,7 +376,7 @@ cross_run() {
     configure_and_build_targets "build-$arch" "$arch" outboxd outboxctl util_test transport_test \
       agent_test
   elif [ "$scope" = unit ]; then
-    configure_and_build_targets "build-$arch" "$arch" outboxd outboxctl "${unit_test_targets[@]}"
+    configure_and_build_targets "build-$arch" "$arch" outboxd outboxctl unit_tests
   else
     configure_cross "build-$arch" "$arch"
   fi
