@@ -40,6 +40,8 @@ std::string OrderEvent(std::mt19937_64& random, int n) {
                                           "Water bottle 750 ml", "AA batteries (8)"};
   static const char* const kCountries[] = {"DE", "FR", "NL", "PL", "SE", "IT", "ES", "AT"};
   const auto pick = [&](std::uint64_t count) { return random() % count; };
+  // An index below `count` (at most 8 here), as a size_t on 32-bit too.
+  const auto pick_index = [&](std::size_t count) { return static_cast<std::size_t>(pick(count)); };
   char uuid[40];
   std::snprintf(uuid, sizeof uuid, "%08llx-%04llx-4%03llx-a%03llx-%012llx",
                 static_cast<unsigned long long>(pick(1ULL << 32)),
@@ -47,7 +49,7 @@ std::string OrderEvent(std::mt19937_64& random, int n) {
                 static_cast<unsigned long long>(pick(1 << 12)),
                 static_cast<unsigned long long>(pick(1 << 12)),
                 static_cast<unsigned long long>(pick(1ULL << 48)));
-  const std::size_t customer = pick(8);
+  const std::size_t customer = pick_index(8);
   std::string json = std::string(R"({"order_id":")") + uuid + R"(","number":)" +
                      std::to_string(100000 + n) + R"(,"customer":{"id":"c-)" +
                      std::to_string(pick(900000) + 100000) + R"(","name":")" + kNames[customer] +
@@ -57,9 +59,9 @@ std::string OrderEvent(std::mt19937_64& random, int n) {
                      std::to_string(100 + pick(900)) +
                      R"(Z","status":"created","currency":"EUR","items":[)";
   std::uint64_t total = 0;
-  const std::size_t items = 1 + pick(4);
+  const std::size_t items = 1 + pick_index(4);
   for (std::size_t i = 0; i < items; ++i) {
-    const std::size_t product = pick(8);
+    const std::size_t product = pick_index(8);
     const std::uint64_t qty = 1 + pick(3);
     const std::uint64_t price = 199 + pick(5000);
     total += qty * price;
