@@ -179,9 +179,16 @@ install_node() {
   fi
 }
 
+# A ctest regex of the tests this machine cannot run, or nothing.
+machine_skip_regex() {
+  [ "$node_tests" = yes ] || echo producers.NodeSnippetTest
+}
+
 # ctest arguments that leave out what this machine cannot run.
 skipped_tests() {
-  [ "$node_tests" = yes ] || printf '%s\n' -E producers.NodeSnippetTest
+  local regex
+  regex=$(machine_skip_regex)
+  [ -z "$regex" ] || printf '%s\n' -E "$regex"
 }
 
 # configure_and_build DIR [cmake args...]
@@ -397,6 +404,10 @@ cross_run() {
     printf '  skipped under emulation: %s: %s\n' "${entry%%|*}" "${entry#*|}"
     skip_regex+="${skip_regex:+|}${entry%%|*}"
   done
+  # And what this machine cannot run (install_node says why).
+  local machine
+  machine=$(machine_skip_regex)
+  [ -z "$machine" ] || skip_regex+="${skip_regex:+|}$machine"
   [ -z "$skip_regex" ] || skip=(-E "$skip_regex")
   case $scope in
     all) run_tests "build-$arch" -LE 'soak' "${skip[@]}" --timeout 1800 ;;
@@ -433,6 +444,7 @@ cmd_cross() {
   local total_start
   total_start=$(date +%s)
   install_deps
+  install_node
   install_cross_deps "$arch"
   cross_run "$arch" "$scope"
   printf '\ncross %s (%s) passed in %ss\n' "$arch" "$scope" "$(( $(date +%s) - total_start ))"

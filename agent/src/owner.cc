@@ -1,11 +1,12 @@
 #include "owner.h"
 
+#include <fcntl.h>
 #include <unistd.h>
 
+#include <array>
 #include <atomic>
+#include <cerrno>
 #include <charconv>
-#include <fstream>
-#include <mutex>
 #include <sstream>
 #include <vector>
 
@@ -21,10 +22,30 @@ std::string HostName() {
 // Field 22 of /proc/PID/stat (starttime), or "" if the process is gone. The
 // command name (field 2) may hold spaces and parentheses, so parse after the
 // last ')'.
+//
+// The file is opened relative to a descriptor of /proc, never as
+// "/proc/PID/stat": qemu-user rewrites that path for its own PID and answers
+// with a start time of its own per emulated thread, so under emulation an
+// owner's id and what another process reads of it disagreed, and live
+// owners were taken for gone. Read this way, every process gets the kernel's
+// figure, natively and under qemu-user alike.
 std::string ProcessStartTime(long pid) {
-  std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
-  if (!in) return {};
-  std::string stat((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const int proc = ::open("/proc", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (proc < 0) return {};
+  const int fd = ::openat(proc, (std::to_string(pid) + "/stat").c_str(), O_RDONLY | O_CLOEXEC);
+  ::close(proc);
+  if (fd < 0) return {};
+  std::array<char, 4096> buffer{};  // a stat line is a few hundred bytes
+  std::size_t size = 0;
+  for (;;) {
+    const ssize_t got = ::read(fd, buffer.data() + size, buffer.size() - size);
+    if (got < 0 && errno == EINTR) continue;
+    if (got <= 0) break;
+    size += static_cast<std::size_t>(got);
+    if (size == buffer.size()) break;
+  }
+  ::close(fd);
+  const std::string stat(buffer.data(), size);
   const auto close = stat.rfind(')');
   if (close == std::string::npos) return {};
   std::istringstream fields(stat.substr(close + 1));
@@ -46,33 +67,12 @@ std::vector<std::string_view> Split(std::string_view text, char separator) {
   }
 }
 
-// This process's start time, read once per process (a forked child reads
-// its own). The kernel gives every thread the process's, but qemu-user
-// answers /proc/PID/stat for its own PID per emulated thread: read from two
-// threads, the two agents of one process took each other for gone.
-std::string OwnStartTime() {
-  static std::mutex mutex;
-  static long read_by = 0;
-  static std::string start;
-  const long pid = static_cast<long>(::getpid());
-  const std::lock_guard lock(mutex);
-  if (read_by != pid) {
-    start = ProcessStartTime(pid);
-    read_by = pid;
-  }
-  return start;
-}
-
-std::string StartTimeOf(long pid) {
-  return pid == static_cast<long>(::getpid()) ? OwnStartTime() : ProcessStartTime(pid);
-}
-
 }  // namespace
 
 std::string NewOwnerId() {
   static std::atomic<int> instance{0};
   const long pid = static_cast<long>(::getpid());
-  return HostName() + "/" + std::to_string(pid) + "/" + OwnStartTime() + "/" +
+  return HostName() + "/" + std::to_string(pid) + "/" + ProcessStartTime(pid) + "/" +
          std::to_string(instance.fetch_add(1));
 }
 
@@ -82,7 +82,7 @@ bool OwnerIsGone(std::string_view owner) {
   long pid = 0;
   const auto [end, error] = std::from_chars(parts[1].data(), parts[1].data() + parts[1].size(), pid);
   if (error != std::errc() || end != parts[1].data() + parts[1].size() || pid <= 0) return false;
-  const std::string start = StartTimeOf(pid);
+  const std::string start = ProcessStartTime(pid);
   return start.empty() || start != parts[2];
 }
 
