@@ -50,6 +50,10 @@ prefix=$(cache CMAKE_INSTALL_PREFIX)
   fail "$build is configured for prefix '$prefix'; a Debian package needs -DCMAKE_INSTALL_PREFIX=/usr"
 libdir=$(cache CMAKE_INSTALL_LIBDIR) # lib/<multiarch>
 cxx=$(cache CMAKE_CXX_COMPILER)
+# A toolchain file's compiler is not cached; CMake records it here.
+[ -n "$cxx" ] || cxx=$(sed -n 's/^set(CMAKE_CXX_COMPILER "\(.*\)")$/\1/p' \
+  "$build"/CMakeFiles/[0-9]*/CMakeCXXCompiler.cmake | head -n 1)
+[ -n "$cxx" ] || fail "$build names no C++ compiler"
 # A cross build: the target's Debian architecture, and how to run its programs.
 arch=$(cache OUTBOX_TARGET_ARCH)
 [ -n "$arch" ] || arch=$(dpkg --print-architecture)
@@ -390,7 +394,7 @@ out=$("${emulator[@]}" "$work/consumer/consumer" "$work/consumer.db") || fail "t
 linked=$(sed -n 's/^-- consumer links: //p' "$work/consumer.log")
 ok "tests/consumer via find_package(outbox) from the stage: $out (links $linked)"
 if [ -x "$work/consumer/consumer_testing" ]; then
-  out=$("$work/consumer/consumer_testing") || fail "tests/consumer consumer_testing: $out"
+  out=$("${emulator[@]}" "$work/consumer/consumer_testing") || fail "tests/consumer consumer_testing: $out"
   [ "$out" = delivered=1 ] || fail "tests/consumer consumer_testing printed '$out'"
   ok "tests/consumer with outbox::testing via find_package(outbox): $out"
 elif [[ " ${libraries[*]} " == *" outbox_testing "* ]]; then

@@ -50,7 +50,9 @@ set(ENV{PKG_CONFIG_PATH} "")
 
 find_program(_outbox_qemu ${_qemu})
 if(_outbox_qemu)
-  set(CMAKE_CROSSCOMPILING_EMULATOR ${_outbox_qemu})
+  # Cached, so that packaging/check-package.sh finds it in CMakeCache.txt.
+  set(CMAKE_CROSSCOMPILING_EMULATOR ${_outbox_qemu} CACHE FILEPATH
+    "Runs the target's programs on this machine (qemu-user-static)")
 else()
   message(WARNING "debian-cross.cmake: ${_qemu} not found (Debian package "
     "qemu-user-static): the build works, its tests cannot run here")
