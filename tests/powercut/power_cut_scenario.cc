@@ -88,7 +88,7 @@ agent::Options AgentOptions(const std::string& path, const std::string& owner) {
 using outbox::testing::WaitFor;
 
 std::string Payload(std::mt19937_64& random) {
-  std::string payload(16 + random() % 3000, 'x');
+  std::string payload(16 + static_cast<std::size_t>(random() % 3000), 'x');
   for (char& c : payload) c = static_cast<char>('a' + random() % 26);
   return payload;
 }

@@ -99,7 +99,7 @@ class RawAmqp {
 
   double Rate(const std::vector<std::string>& ids) {
     const auto start = SteadyClock::now();
-    std::uint64_t sent = 0;
+    std::size_t sent = 0;  // an index into ids
     std::uint64_t acked = 0;
     while (acked < ids.size()) {
       while (sent < ids.size() && sent - acked < kInFlight) Publish(ids[sent++]);
