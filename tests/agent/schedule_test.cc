@@ -180,5 +180,38 @@ TEST_F(ScheduleTest, OnDeadRunsForAnExpiredMessage) {
   agent.Stop();
 }
 
+// Time and row ids past 32 bits through the agent, for Debian's armhf, whose
+// time_t is 32 bits (run there under qemu-arm by packaging/dev.sh cross
+// armhf): the agent's clocks set 14 years ahead (the wall clock to 2040, boot
+// time past 2^32 ms, which leases count in) while the application writes
+// rows in its own time; a scheduled message and a row whose id is past 2^32
+// are claimed, leased and delivered, and marked delivered in 2040. (The times a
+// row is written with are checked past 2038 by the Year2038 tests and the
+// cross smoke run's expires_at of 2040.)
+TEST_F(ScheduleTest, TimesPast2038AndIdsPast4GAreKeptWhole) {
+  constexpr std::int64_t k2040Ms = 2'208'988'800'000;  // 2040-01-01T00:00:00Z
+  constexpr std::int64_t kIdPast32Bits = (std::int64_t{1} << 32) + 5;
+  const std::int64_t written = clock_->WallMs();
+  clock_->Advance(std::chrono::milliseconds(k2040Ms - written));
+  ASSERT_GT(clock_->Boot().ms, std::int64_t{1} << 32);
+  StartReceiver(200);
+  Agent agent(Sweeping());
+  agent.Start();
+  const std::int64_t id = Enqueue(&agent, "k2040", written + 50, std::nullopt);
+  SQLite::Statement insert(*app_,
+                           "INSERT INTO outbox(id, topic, msg_key, payload) VALUES(?, 't', 'big', '{}')");
+  insert.bind(1, kIdPast32Bits);
+  insert.exec();
+  ASSERT_TRUE(WaitFor([&] { return CountStatus(store::Status::kDelivered) == 2; }));
+  agent.Stop();
+  const store::Row scheduled = Row(id);
+  EXPECT_EQ(scheduled.deliver_at, written + 50);
+  EXPECT_GE(scheduled.updated_at, k2040Ms);
+  const store::Row big = Row(kIdPast32Bits);
+  EXPECT_EQ(big.id, kIdPast32Bits);
+  EXPECT_GE(big.updated_at, k2040Ms);
+  EXPECT_EQ(Requests(), 2);
+}
+
 }  // namespace
 }  // namespace outbox::agent::testing
