@@ -348,7 +348,8 @@ configure_cross() {
 }
 
 # The programs of a cross build start under the emulator, and an expires_at
-# past 2038 survives a round trip through the 32-bit armhf build's outboxctl.
+# past 2038 survives a round trip through outboxctl (which matters most in
+# the 32-bit armhf build).
 cross_programs_start() {
   local dir=$1 emulator=$2 db
   db=$(mktemp -d)
