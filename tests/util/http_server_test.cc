@@ -15,9 +15,11 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <memory>
 #include <stdexcept>
 #include <string>
 #include <thread>
+#include <vector>
 
 namespace outbox::util::http {
 namespace {
@@ -265,6 +267,22 @@ TEST(HttpServer, AtTheCapTheLongestIdleConnectionMakesRoom) {
   EXPECT_TRUE(first.Closed());  // idle longest
   ASSERT_TRUE(second.Send("GET /hello HTTP/1.1\r\n\r\n"));
   EXPECT_EQ(Status(second.Response()), "HTTP/1.1 200 OK");
+}
+
+// A client descheduled between its connect and its request, while others
+// open connections and send nothing: TCP connections reach the server only
+// with their first bytes, so the silent ones cannot push this one out.
+TEST(HttpServer, ARequestSentAfterAFloodOfSilentConnectionsIsAnswered) {
+  ServerOptions options;
+  options.max_connections = 2;
+  Server server(Loopback(), TestRoutes(), options);
+  server.Start();
+  Client late(server.port());
+  std::vector<std::unique_ptr<Client>> silent;
+  for (int i = 0; i < 8; ++i) silent.push_back(std::make_unique<Client>(server.port()));
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));  // the late client's pause
+  ASSERT_TRUE(late.Send("GET /hello HTTP/1.1\r\n\r\n"));
+  EXPECT_EQ(Status(late.Response()), "HTTP/1.1 200 OK");
 }
 
 TEST(HttpServer, AHandlerThatThrowsOrSplitsItsResponseGets500AndTheErrorLogALine) {

@@ -2,6 +2,8 @@
 
 #include <fcntl.h>
 #include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
@@ -18,6 +20,13 @@ namespace {
 // Room for a burst of connections while the server thread is busy in a
 // handler; beyond the kernel's cap the kernel clamps it.
 constexpr int kBacklog = 128;
+
+// A TCP connection is handed to accept() only once its first bytes have
+// arrived (or after about this long). So a connection the server reads has
+// its request waiting: one from a client descheduled between connect and
+// send is not pushed out at the connection cap by a flood of idle ones
+// (they wait in the kernel, holding no descriptor of ours).
+constexpr int kDeferAcceptSeconds = 1;
 
 [[noreturn]] void Fail(const std::string& where, const std::string& reason) {
   throw std::runtime_error("cannot listen on " + where + " (" + reason + ")");
@@ -78,7 +87,12 @@ int ListenTcp(const ListenAddress& address, int& port) {
     }
     const int on = 1;
     ::setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &on, sizeof(on));
-    if (::bind(fd, at->ai_addr, at->ai_addrlen) != 0 || ::listen(fd, kBacklog) != 0) {
+    if (::setsockopt(fd, IPPROTO_TCP, TCP_DEFER_ACCEPT, &kDeferAcceptSeconds,
+                     sizeof(kDeferAcceptSeconds)) != 0) {
+      reason = std::string("TCP_DEFER_ACCEPT: ") + std::strerror(errno);
+      ::close(fd);
+      fd = -1;
+    } else if (::bind(fd, at->ai_addr, at->ai_addrlen) != 0 || ::listen(fd, kBacklog) != 0) {
       reason = std::strerror(errno);
       ::close(fd);
       fd = -1;

@@ -8,6 +8,10 @@
 //     time, so they must be quick (a /healthz probe waits behind them);
 //   - at most `max_connections` open; at the cap, the longest-idle or the
 //     oldest incomplete connection is closed to admit the new one;
+//   - on TCP, a connection is accepted only once its first bytes have
+//     arrived (TCP_DEFER_ACCEPT, about 1 s for one that sends nothing), so
+//     silent connections hold no descriptor and cannot push out a request
+//     sent a moment after its connect;
 //   - a request head (request line and headers) of at most
 //     `max_header_bytes` and `max_header_count` headers, received whole
 //     within `request_timeout` of its first byte (one deadline for the whole
