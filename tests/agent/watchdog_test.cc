@@ -132,6 +132,9 @@ TEST_F(WatchdogTest, ReadyThenPingsThatStopWhileAnotherConnectionHoldsTheWriteLo
   for (int i = 0; i < 3; ++i) ASSERT_TRUE(manager_.WaitFor("WATCHDOG=1")) << "ping " << i;
 
   SQLite::Database other(db_path_, SQLite::OPEN_READWRITE);
+  // The daemon may be in a write of its own (a sweep): wait for it, as any
+  // writer sharing the file would, rather than fail with "database is locked".
+  other.setBusyTimeout(static_cast<int>(milliseconds(kDeadline).count()));
   other.exec("BEGIN IMMEDIATE");
   // The daemon notices (its STATUS= says why) and then stays silent for
   // twice the watchdog interval: systemd would have restarted it.
